@@ -1,0 +1,68 @@
+/*
+ * attention_case.h - the backend-neutral test body: build a random problem,
+ * run it on a context, check it against the fp64 reference.
+ *
+ * Every run uses fresh random inputs (seeded, never zeros), poisons the output
+ * and guard bytes around it first, and afterwards checks that every output
+ * element was written and no guard byte was touched. Tolerances follow the
+ * precision: f32 1e-5 relative to the largest |O|; f16/bf16 twice the error of
+ * a plain unfused attention in the same precision against the fp64 reference.
+ *
+ * Used by the tests (every backend's forward suite) and by `xfa run`.
+ */
+#ifndef XFA_ATTENTION_CASE_H
+#define XFA_ATTENTION_CASE_H
+
+#include "xfa.h"
+
+#include <stdbool.h>
+
+typedef enum xfa_test_layout { XFA_LAYOUT_BSHD = 0, XFA_LAYOUT_BHSD = 1 } xfa_test_layout;
+
+typedef struct xfa_test_case {
+    int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+    xfa_dtype dtype;
+    bool causal;
+    bool lse;
+    xfa_test_layout layout;
+    int64_t row_pad;   /* extra elements between consecutive rows of each tensor (non-contiguous views) */
+    uint32_t Br, Bc;   /* nonzero: override the plan's tile sizes */
+    float scale;       /* 0: default 1/sqrt(d) */
+    uint64_t seed;
+    bool corrupt;      /* test hook: change one output element before checking (the check must then fail) */
+    bool skip_reference; /* sizes too large for the fp64 reference: check only coverage and finiteness */
+} xfa_test_case;
+
+typedef struct xfa_test_result {
+    xfa_status status;        /* of the forward call (or the first failing setup call) */
+    bool passed;
+    double max_abs_err;       /* max |o - ref| */
+    double ref_max;           /* max |ref| */
+    double tolerance;         /* allowed max_abs_err */
+    double unfused_err;       /* f16/bf16: the unfused attention's max_abs_err, else 0 */
+    double lse_max_err;
+    int64_t unwritten;        /* output elements still holding the poison pattern */
+    int64_t guard_damage;     /* guard bytes around the outputs that changed */
+    int64_t nonfinite;        /* NaN/inf in O (none allowed) */
+    double seconds;           /* wall time of the forward call and the wait for it */
+    char message[1024];       /* why it failed, for the test log */
+} xfa_test_result;
+
+/* A case with the given shape and defaults elsewhere (BSHD, LSE on, library plan). */
+xfa_test_case xfa_test_case_make(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv,
+                                 int64_t head_dim, xfa_dtype dtype, bool causal, uint64_t seed);
+
+/* Runs the case on ctx and checks it. */
+xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc);
+
+/* One line describing a case, for failure messages. */
+void xfa_test_case_describe(const xfa_test_case *tc, char *out, size_t size);
+
+/* A random case (small shapes, odd lengths, any supported head dim) from a seed. */
+xfa_test_case xfa_test_case_random(uint64_t seed, xfa_dtype dtype);
+
+/* Deterministic random numbers for tests. */
+uint64_t xfa_test_rand_u64(uint64_t *state);
+double xfa_test_rand_normal(uint64_t *state);
+
+#endif /* XFA_ATTENTION_CASE_H */

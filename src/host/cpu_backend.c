@@ -1,0 +1,262 @@
+/*
+ * cpu_backend.c - the CPU backend: host memory buffers and the tiled f32
+ * kernel (cpu_kernel.c) spread over threads. Always compiled; it is what the
+ * other backends' algorithm is first tested on. Runs synchronously.
+ */
+#define _GNU_SOURCE /* sysconf cache sizes */
+#include "cpu_kernel.h"
+#include "internal.h"
+#include "plan.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Cache the CPU path tiles for, when the OS does not say. */
+#define CPU_DEFAULT_CACHE_BYTES (1u << 20)
+
+typedef struct cpu_context {
+    int threads;
+} cpu_context;
+
+/* The CPU kernel keeps Q, acc, one K and one V block and the scores in f32. */
+static const xfa_tile_layout cpu_layout = {
+    .path = "cpu-tiled",
+    .q_elem_bytes = 4,
+    .kv_elem_bytes = 4,
+    .s_elem_bytes = 4,
+    .o_elem_bytes = 4,
+    .row_pad = 0,
+    .stages = 1,
+    .row_state_bytes = 8,
+    .br_multiple = 1,
+    .bc_multiple = 1,
+    .threads_per_row = 1,
+};
+
+static uint64_t cache_bytes(void)
+{
+    long l2 = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return l2 > 0 ? (uint64_t)l2 : CPU_DEFAULT_CACHE_BYTES;
+}
+
+static int online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static xfa_status cpu_device_count(int *count, char *msg)
+{
+    (void)msg;
+    *count = 1;
+    return XFA_SUCCESS;
+}
+
+/* "model name" from /proc/cpuinfo where there is one. */
+static void cpu_model(char *name, size_t size, char *vendor, size_t vsize)
+{
+    snprintf(name, size, "CPU");
+    snprintf(vendor, vsize, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    bool have_name = false, have_vendor = false;
+    while ((!have_name || !have_vendor) && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *value = colon + 1;
+        while (*value == ' ') value++;
+        value[strcspn(value, "\n")] = '\0';
+        if (!have_name && strncmp(line, "model name", 10) == 0) {
+            snprintf(name, size, "%s", value);
+            have_name = true;
+        } else if (!have_vendor && strncmp(line, "vendor_id", 9) == 0) {
+            snprintf(vendor, vsize, "%s", value);
+            have_vendor = true;
+        }
+    }
+    fclose(f);
+}
+
+static xfa_status cpu_device_info(int index, xfa_device_info *info, char *msg)
+{
+    (void)index;
+    (void)msg;
+    cpu_model(info->name, sizeof info->name, info->vendor, sizeof info->vendor);
+    snprintf(info->driver, sizeof info->driver, "xfa %s", xfa_version_string());
+    snprintf(info->path, sizeof info->path, "%s", cpu_layout.path);
+    info->local_mem_bytes = cache_bytes();
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    info->global_mem_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    info->subgroup_size = 1;
+    info->max_workgroup_size = 1u << 16;
+    info->compute_units = (uint32_t)online_cpus();
+    info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
+    info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER;
+    return XFA_SUCCESS;
+}
+
+static xfa_status cpu_context_create(xfa_context *ctx, int index)
+{
+    char msg[XFA_MESSAGE_SIZE];
+    cpu_device_info(index, &ctx->info, msg);
+    cpu_context *cpu = calloc(1, sizeof *cpu);
+    if (!cpu) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the CPU context");
+    cpu->threads = online_cpus();
+    const char *env = getenv("XFA_CPU_THREADS");
+    if (env && atoi(env) > 0) cpu->threads = atoi(env);
+    ctx->impl = cpu;
+    return XFA_SUCCESS;
+}
+
+static void cpu_context_destroy(xfa_context *ctx)
+{
+    free(ctx->impl);
+    ctx->impl = NULL;
+}
+
+static xfa_plan_limits cpu_limits(const xfa_context *ctx)
+{
+    const xfa_plan_limits lim = {ctx->info.local_mem_bytes, ctx->info.max_workgroup_size, 1};
+    return lim;
+}
+
+static xfa_status cpu_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan)
+{
+    char msg[XFA_MESSAGE_SIZE];
+    const xfa_plan_limits lim = cpu_limits(ctx);
+    xfa_status st = xfa_plan_make(&lim, &cpu_layout, head_dim, dtype, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s", msg) : XFA_SUCCESS;
+}
+
+static xfa_status cpu_plan_check(xfa_context *ctx, xfa_plan *plan)
+{
+    char msg[XFA_MESSAGE_SIZE];
+    /* The CPU has no hard local-memory limit: a plan larger than the cache is slow, not wrong. */
+    xfa_plan_limits lim = cpu_limits(ctx);
+    lim.local_mem_bytes = UINT64_MAX;
+    xfa_status st = xfa_plan_fit(&lim, &cpu_layout, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s", msg) : XFA_SUCCESS;
+}
+
+static xfa_status cpu_buffer_create(xfa_context *ctx, xfa_buffer *buf)
+{
+    buf->impl = malloc(buf->size);
+    if (!buf->impl) return xfa_fail(ctx, XFA_ERROR_OUT_OF_DEVICE_MEMORY, "malloc of %zu bytes failed", buf->size);
+    return XFA_SUCCESS;
+}
+
+static void cpu_buffer_destroy(xfa_context *ctx, xfa_buffer *buf)
+{
+    (void)ctx;
+    if (buf->owned) free(buf->impl);
+    buf->impl = NULL;
+}
+
+static xfa_status cpu_buffer_upload(xfa_context *ctx, xfa_buffer *buf, size_t offset, const void *src, size_t bytes)
+{
+    (void)ctx;
+    memcpy((char *)buf->impl + buf->native_offset + offset, src, bytes);
+    return XFA_SUCCESS;
+}
+
+static xfa_status cpu_buffer_download(xfa_context *ctx, xfa_buffer *buf, size_t offset, void *dst, size_t bytes)
+{
+    (void)ctx;
+    memcpy(dst, (char *)buf->impl + buf->native_offset + offset, bytes);
+    return XFA_SUCCESS;
+}
+
+/* ---- forward: work items are (batch, head, query block), handed out by an atomic counter ---- */
+
+typedef struct cpu_job {
+    const xfa_forward_args *args;
+    const void *q, *k, *v;
+    void *o;
+    float *lse;
+    int64_t q_blocks, total;
+    atomic_llong next;
+} cpu_job;
+
+static const void *view_base(const xfa_tensor *t)
+{
+    return (const char *)t->buffer->impl + t->buffer->native_offset + t->offset;
+}
+
+static void *cpu_worker(void *arg)
+{
+    cpu_job *job = arg;
+    float *scratch = malloc(xfa_cpu_scratch_floats(&job->args->plan) * sizeof(float));
+    if (!scratch) return NULL;
+    for (;;) {
+        const int64_t item = atomic_fetch_add(&job->next, 1);
+        if (item >= job->total) break;
+        const int64_t q_block = item % job->q_blocks;
+        const int64_t bh = item / job->q_blocks;
+        const int64_t h = bh % job->args->heads_q, b = bh / job->args->heads_q;
+        xfa_cpu_forward_block(job->args, job->q, job->k, job->v, job->o, job->lse, b, h, q_block, scratch);
+    }
+    free(scratch);
+    return NULL;
+}
+
+static xfa_status cpu_forward(xfa_context *ctx, const xfa_forward_args *a)
+{
+    const cpu_context *cpu = ctx->impl;
+    cpu_job job;
+    job.args = a;
+    job.q = view_base(&a->q);
+    job.k = view_base(&a->k);
+    job.v = view_base(&a->v);
+    job.o = (void *)view_base(&a->o);
+    job.lse = a->has_lse ? (float *)view_base(&a->lse) : NULL;
+    job.q_blocks = (a->seqlen_q + a->plan.Br - 1) / a->plan.Br;
+    job.total = a->batch * a->heads_q * job.q_blocks;
+    atomic_init(&job.next, 0);
+
+    int threads = cpu->threads;
+    if (threads > job.total) threads = (int)job.total;
+    pthread_t tid[256];
+    if (threads > (int)(sizeof tid / sizeof tid[0])) threads = (int)(sizeof tid / sizeof tid[0]);
+    int started = 0;
+    for (int t = 1; t < threads; t++) {
+        if (pthread_create(&tid[started], NULL, cpu_worker, &job) != 0) break;
+        started++;
+    }
+    cpu_worker(&job); /* the calling thread works too; with one thread it is the only one */
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    /* A worker that could not get scratch leaves its items to the others; only a shortfall is an error. */
+    if (atomic_load(&job.next) < job.total)
+        return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating CPU scratch for the forward pass");
+    return XFA_SUCCESS;
+}
+
+static xfa_status cpu_synchronize(xfa_context *ctx)
+{
+    (void)ctx;
+    return XFA_SUCCESS;
+}
+
+const xfa_backend_ops xfa_cpu_backend = {
+    .id = XFA_BACKEND_CPU,
+    .name = "cpu",
+    .device_count = cpu_device_count,
+    .device_info = cpu_device_info,
+    .context_create = cpu_context_create,
+    .context_destroy = cpu_context_destroy,
+    .plan = cpu_plan,
+    .plan_check = cpu_plan_check,
+    .buffer_create = cpu_buffer_create,
+    .buffer_destroy = cpu_buffer_destroy,
+    .buffer_upload = cpu_buffer_upload,
+    .buffer_download = cpu_buffer_download,
+    .forward = cpu_forward,
+    .synchronize = cpu_synchronize,
+};

@@ -1,0 +1,115 @@
+/*
+ * internal.h - what the public wrappers and the backends share: the context and
+ * buffer structs, the backend interface (one struct of function pointers per
+ * backend), validated forward arguments and error reporting.
+ */
+#ifndef XFA_INTERNAL_H
+#define XFA_INTERNAL_H
+
+#include "xfa.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define XFA_MESSAGE_SIZE 4096
+
+/* A forward call after the shared validation (validate.c): shapes agree, views
+ * are in bounds, the plan is resolved. Backends never re-check what is here. */
+typedef struct xfa_forward_args {
+    xfa_tensor q, k, v, o;
+    xfa_tensor lse;      /* meaningful only when has_lse */
+    bool has_lse;
+    xfa_dtype dtype;     /* of q, k, v, o */
+    int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+    float scale;         /* softmax scale, default resolved */
+    bool causal;
+    xfa_plan plan;       /* the plan to run (library's or the caller's, checked) */
+} xfa_forward_args;
+
+/*
+ * The backend interface. `msg` arguments are XFA_MESSAGE_SIZE buffers for a
+ * sentence naming what went wrong; a backend fills it when it returns an error.
+ * Slots marked optional may be NULL.
+ */
+typedef struct xfa_backend_ops {
+    xfa_backend id;
+    const char *name;
+
+    /* Devices this backend sees; 0 with success when the runtime is absent. */
+    xfa_status (*device_count)(int *count, char *msg);
+    xfa_status (*device_info)(int index, xfa_device_info *info, char *msg);
+
+    /* Opens device `index`; stores backend state in ctx->impl, fills ctx->info. */
+    xfa_status (*context_create)(xfa_context *ctx, int index);
+    /* Waits for outstanding work and frees ctx->impl. */
+    void (*context_destroy)(xfa_context *ctx);
+
+    /* The plan for (head_dim, dtype) on this context's device, or an error if no tile fits. */
+    xfa_status (*plan)(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan);
+    /* Checks a caller's plan override fits the kernel and the device; fills local_mem_bytes. */
+    xfa_status (*plan_check)(xfa_context *ctx, xfa_plan *plan);
+
+    /* Library-owned device memory: stores the native handle in buf->impl. */
+    xfa_status (*buffer_create)(xfa_context *ctx, xfa_buffer *buf);
+    /* Frees buf->impl if the library owns it (buf->owned). */
+    void (*buffer_destroy)(xfa_context *ctx, xfa_buffer *buf);
+    /* Blocking copies; offset+bytes already checked against buf->size. */
+    xfa_status (*buffer_upload)(xfa_context *ctx, xfa_buffer *buf, size_t offset, const void *src, size_t bytes);
+    xfa_status (*buffer_download)(xfa_context *ctx, xfa_buffer *buf, size_t offset, void *dst, size_t bytes);
+
+    /* Enqueues the forward pass; args are validated. */
+    xfa_status (*forward)(xfa_context *ctx, const xfa_forward_args *args);
+    /* Waits for everything enqueued on the context. */
+    xfa_status (*synchronize)(xfa_context *ctx);
+} xfa_backend_ops;
+
+struct xfa_context {
+    const xfa_backend_ops *ops;
+    void *impl;                 /* backend state */
+    xfa_device_info info;
+    char last_error[XFA_MESSAGE_SIZE];
+};
+
+struct xfa_buffer {
+    xfa_context *ctx;
+    size_t size;
+    bool owned;                 /* false: wraps caller memory, never freed by xfa */
+    void *impl;                 /* backend handle (host pointer, cl_mem, ...) */
+    size_t native_offset;       /* bytes into the native allocation where this buffer starts */
+};
+
+/* registry.c: the backend table; NULL when the backend is not compiled in. */
+const xfa_backend_ops *xfa_backend_ops_get(xfa_backend backend);
+
+/* error.c: record a message on a context (or, ctx == NULL, the thread's) and return status. */
+xfa_status xfa_fail(xfa_context *ctx, xfa_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Formats into a backend `msg` buffer and returns status. */
+xfa_status xfa_msg(char *msg, xfa_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void xfa_clear_error(xfa_context *ctx);
+/* Sets the thread's context-less message. */
+void xfa_set_thread_error(const char *text);
+
+/* validate.c: checks a forward call and fills args (plan left for the caller). */
+xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *params,
+                                const xfa_tensor *q, const xfa_tensor *k, const xfa_tensor *v,
+                                const xfa_tensor *o, const xfa_tensor *lse, xfa_forward_args *args);
+/* Checks one view on its own: dtype, dims > 0, strides, alignment, overflow, bounds. */
+xfa_status xfa_validate_tensor(xfa_context *ctx, const char *name, const xfa_tensor *t);
+/* Nonzero if head_dim is in the supported set. */
+bool xfa_head_dim_supported(int64_t head_dim);
+
+/* Element offset of (b, s, h, d) in a view. */
+static inline int64_t xfa_tensor_index(const xfa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d)
+{
+    return b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3];
+}
+
+#endif /* XFA_INTERNAL_H */

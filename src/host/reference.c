@@ -1,0 +1,105 @@
+/* reference.c - plain attention on the host (see reference.h). */
+#include "reference.h"
+
+#include "dtype.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+xfa_host_view xfa_host_view_of(const xfa_tensor *t, const void *buffer_base)
+{
+    xfa_host_view h;
+    h.data = (const char *)buffer_base + t->offset;
+    h.dtype = t->dtype;
+    memcpy(h.shape, t->shape, sizeof h.shape);
+    memcpy(h.stride, t->stride, sizeof h.stride);
+    return h;
+}
+
+static double at(const xfa_host_view *t, int64_t b, int64_t s, int64_t h, int64_t d)
+{
+    const int64_t i = b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3];
+    return (double)xfa_load_f32(t->data, t->dtype, i);
+}
+
+xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, double *lse)
+{
+    const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
+    const int64_t Sk = p->k.shape[1], Hkv = p->k.shape[2], group = Hq / Hkv;
+    double *score = malloc((size_t)Sk * sizeof *score);
+    if (!score) return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < Sq; i++) {
+                const int64_t hk = h / group;
+                double *out = o + ((b * Sq + i) * Hq + h) * D;
+                double max = -INFINITY;
+                for (int64_t j = 0; j < Sk; j++) {
+                    if (!xfa_visible(p->causal, i, j, Sq, Sk)) { score[j] = -INFINITY; continue; }
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; d++) dot += at(&p->q, b, i, h, d) * at(&p->k, b, j, hk, d);
+                    score[j] = dot * p->scale;
+                    if (score[j] > max) max = score[j];
+                }
+                memset(out, 0, (size_t)D * sizeof *out);
+                double sum = 0;
+                if (max != -INFINITY) {
+                    for (int64_t j = 0; j < Sk; j++) {
+                        if (score[j] == -INFINITY) continue;
+                        const double w = exp(score[j] - max);
+                        sum += w;
+                        for (int64_t d = 0; d < D; d++) out[d] += w * at(&p->v, b, j, hk, d);
+                    }
+                    for (int64_t d = 0; d < D; d++) out[d] /= sum;
+                }
+                if (lse) lse[(b * Hq + h) * Sq + i] = sum > 0 ? max + log(sum) : -INFINITY;
+            }
+    free(score);
+    return XFA_SUCCESS;
+}
+
+static float atf(const xfa_host_view *t, int64_t b, int64_t s, int64_t h, int64_t d)
+{
+    const int64_t i = b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3];
+    return xfa_load_f32(t->data, t->dtype, i);
+}
+
+xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype prec, float *o)
+{
+    const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
+    const int64_t Sk = p->k.shape[1], Hkv = p->k.shape[2], group = Hq / Hkv;
+    float *prob = malloc((size_t)Sk * sizeof *prob);
+    if (!prob) return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    const float scale = (float)p->scale;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < Sq; i++) {
+                const int64_t hk = h / group;
+                float *out = o + ((b * Sq + i) * Hq + h) * D;
+                /* S = Q K^T * scale, f32 accumulation, stored in the dtype */
+                float max = -INFINITY;
+                for (int64_t j = 0; j < Sk; j++) {
+                    if (!xfa_visible(p->causal, i, j, Sq, Sk)) { prob[j] = -INFINITY; continue; }
+                    float dot = 0;
+                    for (int64_t d = 0; d < D; d++) dot += atf(&p->q, b, i, h, d) * atf(&p->k, b, j, hk, d);
+                    prob[j] = xfa_round_to(prec, xfa_round_to(prec, dot) * scale);
+                    if (prob[j] > max) max = prob[j];
+                }
+                /* P = softmax(S) computed in f32, stored in the dtype */
+                float sum = 0;
+                for (int64_t j = 0; j < Sk; j++) {
+                    prob[j] = max == -INFINITY || prob[j] == -INFINITY ? 0.0f : expf(prob[j] - max);
+                    sum += prob[j];
+                }
+                for (int64_t j = 0; j < Sk; j++) prob[j] = sum > 0 ? xfa_round_to(prec, prob[j] / sum) : 0.0f;
+                /* O = P V, f32 accumulation, stored in the dtype */
+                for (int64_t d = 0; d < D; d++) {
+                    float acc = 0;
+                    for (int64_t j = 0; j < Sk; j++) acc += prob[j] * atf(&p->v, b, j, hk, d);
+                    out[d] = xfa_round_to(prec, acc);
+                }
+            }
+    free(prob);
+    return XFA_SUCCESS;
+}

@@ -1,0 +1,54 @@
+/*
+ * reference.h - attention computed plainly on the host, the yardstick every
+ * backend is tested against:
+ *   - xfa_reference_forward: softmax(Q K^T * scale) V in double precision, no tiling;
+ *   - xfa_reference_unfused: the same, unfused, in the storage precision (S and P
+ *     rounded to the dtype, f32 accumulation), the way a framework's plain
+ *     attention computes it; its error sets the f16/bf16 test tolerance.
+ */
+#ifndef XFA_REFERENCE_H
+#define XFA_REFERENCE_H
+
+#include "xfa.h"
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A tensor in host memory: the xfa_tensor layout with a pointer instead of a buffer. */
+typedef struct xfa_host_view {
+    const void *data;
+    xfa_dtype dtype;
+    int64_t shape[4];  /* batch, seqlen, heads, head_dim */
+    int64_t stride[4]; /* elements */
+} xfa_host_view;
+
+/* The host view of a tensor whose memory starts at `base` (the buffer's host copy). */
+xfa_host_view xfa_host_view_of(const xfa_tensor *t, const void *buffer_base);
+
+typedef struct xfa_reference_problem {
+    xfa_host_view q, k, v; /* shapes as in xfa_attention_forward */
+    double scale;          /* already resolved (not 0 for default) */
+    bool causal;           /* bottom-right aligned */
+} xfa_reference_problem;
+
+/* o: B*Sq*Hq*D doubles in BSHD order; lse: B*Hq*Sq doubles in (B, H, S) order, or NULL.
+ * Rows that see no key get o = 0 and lse = -inf. Returns XFA_ERROR_OUT_OF_HOST_MEMORY on allocation failure. */
+xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, double *lse);
+
+/* Unfused attention in the dtype's precision; o: B*Sq*Hq*D floats in BSHD order (values rounded to the dtype). */
+xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype precision, float *o);
+
+/* True if query row i (of seqlen_q) may attend key j (of seqlen_k). */
+static inline bool xfa_visible(bool causal, int64_t i, int64_t j, int64_t seqlen_q, int64_t seqlen_k)
+{
+    return !causal || j <= i + seqlen_k - seqlen_q;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XFA_REFERENCE_H */

@@ -1,0 +1,221 @@
+/*
+ * validate.c - the checks every backend relies on, done once before a call
+ * reaches a backend. Each failure has its own status and a message naming the
+ * argument, so a caller can tell `k.shape[2]` from `o.offset` at a glance.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static const char *const dim_names[4] = {"batch", "seqlen", "heads", "head_dim"};
+
+static bool mul_overflows(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a) return true;
+    *out = a * b;
+    return false;
+}
+
+static bool add_overflows(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (b > UINT64_MAX - a) return true;
+    *out = a + b;
+    return false;
+}
+
+bool xfa_head_dim_supported(int64_t d)
+{
+    return d >= XFA_HEAD_DIM_MIN && d <= XFA_HEAD_DIM_MAX && d % XFA_HEAD_DIM_STEP == 0;
+}
+
+/* Bytes from the view's offset to one past its last element; false on overflow. */
+static bool span_bytes(const xfa_tensor *t, uint64_t *out)
+{
+    uint64_t last = 0, elems = 1;
+    for (int i = 0; i < 4; i++) {
+        uint64_t term;
+        if (mul_overflows((uint64_t)(t->shape[i] - 1), (uint64_t)t->stride[i], &term)) return false;
+        if (add_overflows(last, term, &last)) return false;
+        if (mul_overflows(elems, (uint64_t)t->shape[i], &elems)) return false;
+    }
+    uint64_t bytes;
+    if (add_overflows(last, 1, &last) || mul_overflows(last, xfa_dtype_size(t->dtype), &bytes)) return false;
+    uint64_t dense;
+    if (mul_overflows(elems, xfa_dtype_size(t->dtype), &dense)) return false;
+    *out = bytes;
+    return true;
+}
+
+size_t xfa_tensor_span_bytes(const xfa_tensor *t)
+{
+    uint64_t bytes;
+    if (!t || xfa_dtype_size(t->dtype) == 0) return 0;
+    for (int i = 0; i < 4; i++)
+        if (t->shape[i] <= 0 || t->stride[i] < 0) return 0;
+    if (!span_bytes(t, &bytes) || bytes > SIZE_MAX) return 0;
+    return (size_t)bytes;
+}
+
+/* Non-overlap: ordering the dims of size > 1 by stride, each stride must reach
+ * past the whole extent of the dims below it. */
+static bool strides_overlap(const xfa_tensor *t)
+{
+    int order[4], n = 0;
+    for (int i = 0; i < 4; i++)
+        if (t->shape[i] > 1) order[n++] = i;
+    for (int i = 1; i < n; i++) /* insertion sort by stride */
+        for (int j = i; j > 0 && t->stride[order[j]] < t->stride[order[j - 1]]; j--) {
+            int tmp = order[j]; order[j] = order[j - 1]; order[j - 1] = tmp;
+        }
+    uint64_t extent = 1; /* elements spanned by the dims so far */
+    for (int i = 0; i < n; i++) {
+        const int d = order[i];
+        if ((uint64_t)t->stride[d] < extent) return true;
+        extent = (uint64_t)t->stride[d] * (uint64_t)t->shape[d]; /* no overflow: span_bytes passed */
+    }
+    return false;
+}
+
+xfa_status xfa_validate_tensor(xfa_context *ctx, const char *name, const xfa_tensor *t)
+{
+    if (!t) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "%s is NULL", name);
+    if (!t->buffer) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "%s.buffer is NULL", name);
+    if (t->buffer->ctx != ctx)
+        return xfa_fail(ctx, XFA_ERROR_WRONG_CONTEXT, "%s.buffer was made for another context", name);
+    const size_t elem = xfa_dtype_size(t->dtype);
+    if (elem == 0) return xfa_fail(ctx, XFA_ERROR_INVALID_DTYPE, "%s.dtype = %d is not an xfa_dtype", name, (int)t->dtype);
+    for (int i = 0; i < 4; i++)
+        if (t->shape[i] <= 0)
+            return xfa_fail(ctx, XFA_ERROR_EMPTY_TENSOR, "%s.shape[%d] (%s) is %lld; every dimension must be >= 1",
+                            name, i, dim_names[i], (long long)t->shape[i]);
+    for (int i = 0; i < 4; i++)
+        if (t->stride[i] < 0 || (t->stride[i] == 0 && t->shape[i] > 1))
+            return xfa_fail(ctx, XFA_ERROR_BAD_STRIDES, "%s.stride[%d] (%s) is %lld; strides must be positive",
+                            name, i, dim_names[i], (long long)t->stride[i]);
+    uint64_t bytes, end;
+    if (!span_bytes(t, &bytes) || add_overflows(t->offset, bytes, &end))
+        return xfa_fail(ctx, XFA_ERROR_SIZE_OVERFLOW,
+                        "%s: shape (%lld, %lld, %lld, %lld) with its strides spans more than 2^64 bytes", name,
+                        (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2], (long long)t->shape[3]);
+    if (strides_overlap(t))
+        return xfa_fail(ctx, XFA_ERROR_BAD_STRIDES,
+                        "%s: strides (%lld, %lld, %lld, %lld) make distinct elements share memory", name,
+                        (long long)t->stride[0], (long long)t->stride[1], (long long)t->stride[2], (long long)t->stride[3]);
+    if (t->offset % elem)
+        return xfa_fail(ctx, XFA_ERROR_MISALIGNED, "%s.offset %zu is not a multiple of the %s element size %zu", name,
+                        t->offset, xfa_dtype_name(t->dtype), elem);
+    if (end > t->buffer->size)
+        return xfa_fail(ctx, XFA_ERROR_OUT_OF_BOUNDS, "%s reaches byte %llu of a %zu-byte buffer", name,
+                        (unsigned long long)end, t->buffer->size);
+    return XFA_SUCCESS;
+}
+
+/* True if the byte ranges of two views on the same native memory intersect. */
+static bool views_intersect(const xfa_tensor *a, const xfa_tensor *b)
+{
+    if (a->buffer->impl != b->buffer->impl) return false;
+    const uint64_t a0 = a->buffer->native_offset + a->offset, a1 = a0 + xfa_tensor_span_bytes(a);
+    const uint64_t b0 = b->buffer->native_offset + b->offset, b1 = b0 + xfa_tensor_span_bytes(b);
+    return a0 < b1 && b0 < a1;
+}
+
+static xfa_status require_feature(xfa_context *ctx, uint32_t feature, const char *what)
+{
+    if (ctx->info.features & feature) return XFA_SUCCESS;
+    return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "%s is not supported by the %s backend (%s path)", what,
+                    xfa_backend_name(ctx->info.backend), ctx->info.path);
+}
+
+static xfa_status require_same(xfa_context *ctx, const char *a_name, const xfa_tensor *a, int ai, const char *b_name,
+                               const xfa_tensor *b, int bi)
+{
+    if (a->shape[ai] == b->shape[bi]) return XFA_SUCCESS;
+    return xfa_fail(ctx, XFA_ERROR_SHAPE_MISMATCH, "%s.shape[%d] (%s) = %lld but %s.shape[%d] (%s) = %lld", a_name, ai,
+                    dim_names[ai], (long long)a->shape[ai], b_name, bi, dim_names[bi], (long long)b->shape[bi]);
+}
+
+xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *params, const xfa_tensor *q,
+                                const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o, const xfa_tensor *lse,
+                                xfa_forward_args *args)
+{
+    xfa_status st;
+    const xfa_tensor *const views[5] = {q, k, v, o, lse};
+    static const char *const names[5] = {"q", "k", "v", "o", "lse"};
+    for (int i = 0; i < 5; i++) {
+        if (i == 4 && !lse) break;
+        if ((st = xfa_validate_tensor(ctx, names[i], views[i])) != XFA_SUCCESS) return st;
+    }
+
+    for (int i = 1; i < 4; i++)
+        if (views[i]->dtype != q->dtype)
+            return xfa_fail(ctx, XFA_ERROR_DTYPE_MISMATCH, "%s.dtype is %s but q.dtype is %s; q, k, v, o share one dtype",
+                            names[i], xfa_dtype_name(views[i]->dtype), xfa_dtype_name(q->dtype));
+    if (lse && lse->dtype != XFA_DTYPE_F32)
+        return xfa_fail(ctx, XFA_ERROR_DTYPE_MISMATCH, "lse.dtype is %s; the LSE output is always f32",
+                        xfa_dtype_name(lse->dtype));
+    if (!(ctx->info.dtypes & (1u << q->dtype)))
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_DTYPE, "dtype %s is not supported on %s (%s backend)",
+                        xfa_dtype_name(q->dtype), ctx->info.name, xfa_backend_name(ctx->info.backend));
+
+    /* q (B, Sq, Hq, D), k and v (B, Sk, Hkv, D), o like q, lse (B, Sq, Hq, 1) */
+    if ((st = require_same(ctx, "k", k, 0, "q", q, 0)) || (st = require_same(ctx, "v", v, 0, "q", q, 0)) ||
+        (st = require_same(ctx, "v", v, 1, "k", k, 1)) || (st = require_same(ctx, "v", v, 2, "k", k, 2)) ||
+        (st = require_same(ctx, "k", k, 3, "q", q, 3)) || (st = require_same(ctx, "v", v, 3, "q", q, 3)))
+        return st;
+    for (int i = 0; i < 4; i++)
+        if ((st = require_same(ctx, "o", o, i, "q", q, i))) return st;
+    if (q->shape[2] % k->shape[2])
+        return xfa_fail(ctx, XFA_ERROR_SHAPE_MISMATCH,
+                        "q has %lld heads, k and v %lld: query heads must be a multiple of key/value heads",
+                        (long long)q->shape[2], (long long)k->shape[2]);
+    if (lse) {
+        for (int i = 0; i < 3; i++)
+            if ((st = require_same(ctx, "lse", lse, i, "q", q, i))) return st;
+        if (lse->shape[3] != 1)
+            return xfa_fail(ctx, XFA_ERROR_SHAPE_MISMATCH, "lse.shape[3] is %lld; the LSE has one value per row (1)",
+                            (long long)lse->shape[3]);
+    }
+    if (!xfa_head_dim_supported(q->shape[3]))
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim %lld is not supported: use a multiple of %d from %d to %d",
+                        (long long)q->shape[3], XFA_HEAD_DIM_STEP, XFA_HEAD_DIM_MIN, XFA_HEAD_DIM_MAX);
+
+    for (int i = 0; i < 3; i++)
+        if (views_intersect(o, views[i]))
+            return xfa_fail(ctx, XFA_ERROR_ALIASING, "o overlaps %s in memory", names[i]);
+    if (lse)
+        for (int i = 0; i < 4; i++)
+            if (views_intersect(lse, views[i]))
+                return xfa_fail(ctx, XFA_ERROR_ALIASING, "lse overlaps %s in memory", names[i]);
+
+    const xfa_attention_params defaults = XFA_ATTENTION_PARAMS_DEFAULT;
+    if (!params) params = &defaults;
+    if (!isfinite(params->softmax_scale))
+        return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "params.softmax_scale is %g; it must be finite",
+                        (double)params->softmax_scale);
+
+    if (params->causal && (st = require_feature(ctx, XFA_FEATURE_CAUSAL, "causal masking"))) return st;
+    if (lse && (st = require_feature(ctx, XFA_FEATURE_LSE, "the LSE output"))) return st;
+    if (q->shape[2] != k->shape[2] && (st = require_feature(ctx, XFA_FEATURE_GQA, "fewer K/V heads than Q heads (GQA)")))
+        return st;
+    if (q->shape[1] != k->shape[1] &&
+        (st = require_feature(ctx, XFA_FEATURE_SEQLEN_QK_DIFFER, "seqlen_q different from seqlen_k")))
+        return st;
+
+    args->q = *q;
+    args->k = *k;
+    args->v = *v;
+    args->o = *o;
+    args->has_lse = lse != NULL;
+    if (lse) args->lse = *lse;
+    args->dtype = q->dtype;
+    args->batch = q->shape[0];
+    args->seqlen_q = q->shape[1];
+    args->seqlen_k = k->shape[1];
+    args->heads_q = q->shape[2];
+    args->heads_kv = k->shape[2];
+    args->head_dim = q->shape[3];
+    args->scale = params->softmax_scale != 0.0f ? params->softmax_scale : (float)(1.0 / sqrt((double)q->shape[3]));
+    args->causal = params->causal != 0;
+    return XFA_SUCCESS;
+}

@@ -1,0 +1,185 @@
+/*
+ * test_forward.c - the forward pass of one backend against the fp64 reference.
+ *
+ * Usage: test_forward <backend> [device]. The same body runs for every backend
+ * (CTest registers one test per backend compiled in); a backend that sees no
+ * device is reported as skipped (exit 77), not passed.
+ */
+#include "attention_case.h"
+#include "check_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static xfa_context *ctx;
+static xfa_device_info info;
+
+/* Runs a case; skips dtypes the device lacks; fails with the case and the reason. */
+static void expect_pass(const xfa_test_case *tc)
+{
+    if (!(info.dtypes & (1u << tc->dtype))) return;
+    const xfa_test_result r = xfa_test_run_case(ctx, tc);
+    char what[256];
+    xfa_test_case_describe(tc, what, sizeof what);
+    ck_assert_msg(r.status == XFA_SUCCESS && r.passed, "%s: %s", what, r.message);
+}
+
+static xfa_plan library_plan(uint32_t d, xfa_dtype dtype)
+{
+    xfa_plan plan;
+    ck_assert_int_eq(xfa_plan_get(ctx, d, dtype, &plan), XFA_SUCCESS);
+    return plan;
+}
+
+/* Every supported head dim, causal and not, f32, lengths that leave ragged tiles. */
+START_TEST(test_head_dims)
+{
+    const int64_t d = XFA_HEAD_DIM_STEP * (1 + _i / 2);
+    const xfa_plan plan = library_plan((uint32_t)d, XFA_DTYPE_F32);
+    /* Sq covers one full row block and a ragged one; Sk a full and a ragged K/V block (capped for time). */
+    int64_t sq = plan.Br + 3, sk = plan.Bc + 5;
+    if (sq > 131) sq = 131;
+    if (sk > 133) sk = 133;
+    xfa_test_case tc = xfa_test_case_make(1, sq, sk, 2, 2, d, XFA_DTYPE_F32, _i % 2, 1000 + (uint64_t)_i);
+    expect_pass(&tc);
+}
+END_TEST
+
+/* Tile sizes forced small so that many blocks and ragged edges occur. */
+START_TEST(test_small_tiles)
+{
+    const xfa_plan plan = library_plan(64, XFA_DTYPE_F32);
+    (void)plan;
+    xfa_test_case tc = xfa_test_case_make(2, 77, 83, 3, 3, 64, XFA_DTYPE_F32, _i % 2, 2000 + (uint64_t)_i);
+    tc.Br = 16;
+    tc.Bc = 16;
+    expect_pass(&tc);
+}
+END_TEST
+
+START_TEST(test_edge_lengths)
+{
+    static const int64_t shapes[][2] = {{1, 1}, {1, 200}, {200, 1}, {5, 3}, {3, 5}, {129, 127}};
+    const int64_t *s = shapes[_i / 2];
+    xfa_test_case tc = xfa_test_case_make(1, s[0], s[1], 2, 1, 64, XFA_DTYPE_F32, _i % 2, 3000 + (uint64_t)_i);
+    expect_pass(&tc);
+}
+END_TEST
+
+START_TEST(test_layouts)
+{
+    xfa_test_case tc = xfa_test_case_make(2, 45, 45, 4, 2, 128, XFA_DTYPE_F32, _i % 2, 4000 + (uint64_t)_i);
+    tc.layout = _i / 2 % 2 ? XFA_LAYOUT_BHSD : XFA_LAYOUT_BSHD;
+    tc.row_pad = _i / 4 ? 8 : 0;
+    expect_pass(&tc);
+}
+END_TEST
+
+START_TEST(test_half_precisions)
+{
+    const xfa_dtype dtype = _i % 2 ? XFA_DTYPE_BF16 : XFA_DTYPE_F16;
+    const int64_t d = 64 * (1 + _i / 4);
+    xfa_test_case tc = xfa_test_case_make(1, 93, 93, 2, 2, d, dtype, _i / 2 % 2, 5000 + (uint64_t)_i);
+    expect_pass(&tc);
+}
+END_TEST
+
+START_TEST(test_random_cases)
+{
+    const xfa_dtype dtype = (xfa_dtype)(_i % XFA_DTYPE_COUNT_);
+    xfa_test_case tc = xfa_test_case_random(6000 + (uint64_t)_i, dtype);
+    expect_pass(&tc);
+}
+END_TEST
+
+START_TEST(test_scale_and_no_lse)
+{
+    xfa_test_case tc = xfa_test_case_make(1, 40, 60, 2, 2, 96, XFA_DTYPE_F32, false, 7000);
+    tc.scale = 0.02f;
+    tc.lse = false;
+    expect_pass(&tc);
+}
+END_TEST
+
+/* The check itself must be able to fail: a corrupted element is caught. */
+START_TEST(test_corruption_is_caught)
+{
+    xfa_test_case tc = xfa_test_case_make(1, 33, 33, 1, 1, 64, (xfa_dtype)_i, true, 8000);
+    if (!(info.dtypes & (1u << tc.dtype))) return;
+    tc.corrupt = true;
+    const xfa_test_result r = xfa_test_run_case(ctx, &tc);
+    ck_assert_int_eq(r.status, XFA_SUCCESS);
+    ck_assert_msg(!r.passed, "a corrupted output passed the check (err %g, tol %g)", r.max_abs_err, r.tolerance);
+}
+END_TEST
+
+START_TEST(test_plan_override_checked)
+{
+    xfa_plan plan = library_plan(256, XFA_DTYPE_F32);
+    plan.Br = 0;
+    xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
+    params.plan = &plan;
+    xfa_buffer *buf = NULL;
+    ck_assert_int_eq(xfa_buffer_create(ctx, 4 * 4 * 256 * 4, &buf), XFA_SUCCESS);
+    xfa_tensor q = xfa_tensor_bshd(buf, 0, XFA_DTYPE_F32, 1, 1, 1, 256);
+    xfa_tensor k = xfa_tensor_bshd(buf, 1024, XFA_DTYPE_F32, 1, 1, 1, 256);
+    xfa_tensor v = xfa_tensor_bshd(buf, 2048, XFA_DTYPE_F32, 1, 1, 1, 256);
+    xfa_tensor o = xfa_tensor_bshd(buf, 3072, XFA_DTYPE_F32, 1, 1, 1, 256);
+    ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, NULL), XFA_ERROR_INVALID_PLAN);
+    plan = library_plan(128, XFA_DTYPE_F32); /* a plan for another head dim */
+    ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, NULL), XFA_ERROR_INVALID_PLAN);
+    ck_assert_ptr_nonnull(strstr(xfa_context_last_error(ctx), "head_dim"));
+    xfa_buffer_destroy(&buf);
+}
+END_TEST
+
+static Suite *forward_suite(const char *backend)
+{
+    Suite *s = suite_create(backend);
+    TCase *tc = tcase_create("forward");
+    tcase_set_timeout(tc, 600);
+    const int n_dims = XFA_HEAD_DIM_MAX / XFA_HEAD_DIM_STEP;
+    tcase_add_loop_test(tc, test_head_dims, 0, 2 * n_dims);
+    tcase_add_loop_test(tc, test_small_tiles, 0, 2);
+    tcase_add_loop_test(tc, test_edge_lengths, 0, 12);
+    tcase_add_loop_test(tc, test_layouts, 0, 8);
+    tcase_add_loop_test(tc, test_half_precisions, 0, 8);
+    tcase_add_loop_test(tc, test_random_cases, 0, 24);
+    tcase_add_test(tc, test_scale_and_no_lse);
+    tcase_add_loop_test(tc, test_corruption_is_caught, 0, XFA_DTYPE_COUNT_);
+    tcase_add_test(tc, test_plan_override_checked);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <cpu|opencl|vulkan|cuda> [device]\n", argv[0]);
+        return 2;
+    }
+    xfa_backend backend;
+    if (xfa_backend_from_name(argv[1], &backend) != XFA_SUCCESS) {
+        fprintf(stderr, "unknown backend %s\n", argv[1]);
+        return 2;
+    }
+    const int device = argc > 2 ? atoi(argv[2]) : 0;
+    int count = 0;
+    if (xfa_device_count(backend, &count) != XFA_SUCCESS || count <= device) {
+        printf("SKIP: the %s backend sees no device %d (%s)\n", argv[1], device, xfa_last_error());
+        return 77;
+    }
+    xfa_status st = xfa_context_create(backend, device, &ctx);
+    if (st) {
+        fprintf(stderr, "xfa_context_create(%s): %s\n", argv[1], xfa_last_error());
+        return 1;
+    }
+    xfa_context_get_info(ctx, &info);
+    printf("backend %s, device %s, path %s, M = %llu bytes\n", argv[1], info.name, info.path,
+           (unsigned long long)info.local_mem_bytes);
+    /* GPU runtimes may not survive fork(); the CPU backend can be isolated per test. */
+    const int rc = xfa_check_run(forward_suite(argv[1]), backend == XFA_BACKEND_CPU);
+    xfa_context_destroy(&ctx);
+    return rc;
+}
