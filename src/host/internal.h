@@ -27,9 +27,10 @@ typedef struct xfa_forward_args {
 } xfa_forward_args;
 
 /*
- * The backend interface. `msg` arguments are XFA_MESSAGE_SIZE buffers for a
- * sentence naming what went wrong; a backend fills it when it returns an error.
- * Slots marked optional may be NULL.
+ * The backend interface. Slots that take a context report errors with
+ * xfa_fail(ctx, ...), which the public call returns to the caller; device_count
+ * and device_info (no context yet) write their sentence into `msg`, an
+ * XFA_MESSAGE_SIZE buffer. Slots marked optional may be NULL.
  */
 typedef struct xfa_backend_ops {
     xfa_backend id;
