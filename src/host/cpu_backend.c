@@ -32,8 +32,8 @@ static const xfa_tile_layout cpu_layout = {
     .row_pad = 0,
     .stages = 1,
     .row_state_bytes = 8,
-    .br_multiple = 1,
-    .bc_multiple = 1,
+    .br_multiple = 8, /* round tiles for the vectoriser; any size would be correct */
+    .bc_multiple = 8,
     .threads_per_row = 1,
 };
 

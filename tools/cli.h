@@ -1,0 +1,35 @@
+/* cli.h - what the `xfa` command's subcommands share: options and output helpers. */
+#ifndef XFA_CLI_H
+#define XFA_CLI_H
+
+#include "xfa.h"
+
+#include <stdbool.h>
+
+typedef struct cli_options {
+    xfa_backend backend;
+    int device;
+    int64_t batch, seqlen, seqlen_k, heads, heads_kv, dim;
+    xfa_dtype dtype;
+    bool causal;
+    bool bhsd;
+    uint64_t seed;
+    int check;          /* -1 auto (when affordable), 0 never, 1 always */
+    uint32_t Br, Bc;    /* plan override */
+    const char *seqlens; /* bench: comma-separated list */
+    int64_t tokens;     /* bench: batch * seqlen */
+    int warmup, iters;
+    bool csv, json;
+} cli_options;
+
+/* Parses argv[first..] into opts (defaults already in opts); prints the problem and returns false on error. */
+bool cli_parse(int argc, char **argv, int first, cli_options *opts);
+/* Creates the context the options name; prints the reason on failure. */
+xfa_context *cli_open(const cli_options *opts);
+double cli_now(void);
+
+int cli_info(const cli_options *opts);
+int cli_run(const cli_options *opts);
+int cli_bench(const cli_options *opts);
+
+#endif

@@ -1,0 +1,161 @@
+/*
+ * cmd_bench.c - `xfa bench`: forward-pass time over a sweep of sequence
+ * lengths at a fixed token count (batch = tokens / seqlen), as FlashAttention's
+ * benchmarks do. Each point: warm-up calls, then `iters` timed calls, each
+ * followed by a wait; the median and the minimum are reported.
+ */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "cli.h"
+
+#include "dtype.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bench_point {
+    int64_t batch, seqlen, heads;
+    double median_s, min_s, tflops, gbps;
+    xfa_status status;
+} bench_point;
+
+static int compare_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Fills a device buffer with normal-ish random values in the dtype. */
+static xfa_status fill_random(xfa_buffer *buf, xfa_dtype dtype, size_t count, uint64_t seed)
+{
+    const size_t elem = xfa_dtype_size(dtype);
+    unsigned char *host = malloc(count * elem);
+    if (!host) return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    uint64_t s = seed;
+    for (size_t i = 0; i < count; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const float u = (float)((s >> 40) & 0xffffff) / 16777216.0f;
+        xfa_store_f32(host, dtype, (int64_t)i, 2.0f * u - 1.0f);
+    }
+    const xfa_status st = xfa_buffer_upload(buf, 0, host, count * elem);
+    free(host);
+    return st;
+}
+
+static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqlen, int64_t tokens, int64_t heads,
+                           int64_t heads_kv)
+{
+    bench_point p = {.seqlen = seqlen, .heads = heads};
+    p.batch = tokens / seqlen > 0 ? tokens / seqlen : 1;
+    const size_t elem = xfa_dtype_size(o->dtype);
+    const size_t q_count = (size_t)(p.batch * seqlen * heads * o->dim);
+    const size_t kv_count = (size_t)(p.batch * seqlen * heads_kv * o->dim);
+    xfa_buffer *q = NULL, *k = NULL, *v = NULL, *out = NULL;
+    double *times = calloc((size_t)o->iters, sizeof *times);
+    if (!times || (p.status = xfa_buffer_create(ctx, q_count * elem, &q)) ||
+        (p.status = xfa_buffer_create(ctx, kv_count * elem, &k)) ||
+        (p.status = xfa_buffer_create(ctx, kv_count * elem, &v)) ||
+        (p.status = xfa_buffer_create(ctx, q_count * elem, &out)) ||
+        (p.status = fill_random(q, o->dtype, q_count, 1)) || (p.status = fill_random(k, o->dtype, kv_count, 2)) ||
+        (p.status = fill_random(v, o->dtype, kv_count, 3)))
+        goto done;
+
+    xfa_tensor tq, tk, tv, to;
+    if (o->bhsd) {
+        tq = xfa_tensor_bhsd(q, 0, o->dtype, p.batch, seqlen, heads, o->dim);
+        tk = xfa_tensor_bhsd(k, 0, o->dtype, p.batch, seqlen, heads_kv, o->dim);
+        tv = xfa_tensor_bhsd(v, 0, o->dtype, p.batch, seqlen, heads_kv, o->dim);
+        to = xfa_tensor_bhsd(out, 0, o->dtype, p.batch, seqlen, heads, o->dim);
+    } else {
+        tq = xfa_tensor_bshd(q, 0, o->dtype, p.batch, seqlen, heads, o->dim);
+        tk = xfa_tensor_bshd(k, 0, o->dtype, p.batch, seqlen, heads_kv, o->dim);
+        tv = xfa_tensor_bshd(v, 0, o->dtype, p.batch, seqlen, heads_kv, o->dim);
+        to = xfa_tensor_bshd(out, 0, o->dtype, p.batch, seqlen, heads, o->dim);
+    }
+    xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
+    params.causal = o->causal;
+    xfa_plan plan;
+    if (o->Br || o->Bc) {
+        if ((p.status = xfa_plan_get(ctx, (uint32_t)o->dim, o->dtype, &plan))) goto done;
+        if (o->Br) plan.Br = o->Br;
+        if (o->Bc) plan.Bc = o->Bc;
+        plan.workgroup_size = 0;
+        params.plan = &plan;
+    }
+    for (int i = 0; i < o->warmup + o->iters; i++) {
+        const double t0 = cli_now();
+        if ((p.status = xfa_attention_forward(ctx, &params, &tq, &tk, &tv, &to, NULL)) ||
+            (p.status = xfa_context_synchronize(ctx)))
+            goto done;
+        if (i >= o->warmup) times[i - o->warmup] = cli_now() - t0;
+    }
+    qsort(times, (size_t)o->iters, sizeof *times, compare_double);
+    p.min_s = times[0];
+    p.median_s = times[o->iters / 2];
+    p.tflops = xfa_attention_flops(p.batch, heads, seqlen, seqlen, o->dim, o->causal) / p.median_s * 1e-12;
+    p.gbps = (double)(2 * q_count + 2 * kv_count) * elem / p.median_s * 1e-9;
+done:
+    xfa_buffer_destroy(&q);
+    xfa_buffer_destroy(&k);
+    xfa_buffer_destroy(&v);
+    xfa_buffer_destroy(&out);
+    free(times);
+    return p;
+}
+
+int cli_bench(const cli_options *o)
+{
+    xfa_context *ctx = cli_open(o);
+    if (!ctx) return 1;
+    xfa_device_info info;
+    xfa_context_get_info(ctx, &info);
+    const bool on_cpu = info.backend == XFA_BACKEND_CPU;
+    /* FlashAttention's sweep: 16k tokens, 2048/D heads; the CPU gets a smaller default. */
+    const char *seqlens = o->seqlens ? o->seqlens : on_cpu ? "128,256,512,1024" : "1024,2048,4096,8192,16384";
+    const int64_t tokens = o->tokens ? o->tokens : on_cpu ? 1024 : 16384;
+    const int64_t heads = o->heads;
+    const int64_t heads_kv = o->heads_kv;
+
+    if (o->csv) printf("backend,device,path,dtype,head_dim,causal,batch,seqlen,heads,median_ms,min_ms,tflops,gbps\n");
+    else if (o->json) printf("{\"backend\":\"%s\",\"device\":\"%s\",\"path\":\"%s\",\"results\":[", xfa_backend_name(info.backend), info.name, info.path);
+    else {
+        printf("xfa bench: %s on %s (%s path), %s, D=%lld, %s, %lld tokens, %d warm-up + %d timed calls\n",
+               xfa_backend_name(info.backend), info.name, info.path, xfa_dtype_name(o->dtype), (long long)o->dim,
+               o->causal ? "causal" : "non-causal", (long long)tokens, o->warmup, o->iters);
+        printf("%8s %6s %6s %12s %12s %10s %10s\n", "seqlen", "batch", "heads", "median ms", "min ms", "TFLOP/s", "GB/s");
+    }
+    char *list = strdup(seqlens);
+    int failures = 0, n = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        const int64_t seqlen = atoll(tok);
+        if (seqlen <= 0) continue;
+        fprintf(stderr, "\r[xfa bench] seqlen %lld ...", (long long)seqlen);
+        fflush(stderr);
+        const bench_point p = measure(ctx, o, seqlen, tokens, heads, heads_kv);
+        fprintf(stderr, "\r%40s\r", "");
+        if (p.status) {
+            failures++;
+            fprintf(stderr, "seqlen %lld: %s\n", (long long)seqlen, xfa_context_last_error(ctx));
+            continue;
+        }
+        if (o->csv)
+            printf("%s,\"%s\",%s,%s,%lld,%d,%lld,%lld,%lld,%.4f,%.4f,%.3f,%.2f\n", xfa_backend_name(info.backend),
+                   info.name, info.path, xfa_dtype_name(o->dtype), (long long)o->dim, o->causal, (long long)p.batch,
+                   (long long)p.seqlen, (long long)p.heads, p.median_s * 1e3, p.min_s * 1e3, p.tflops, p.gbps);
+        else if (o->json)
+            printf("%s{\"dtype\":\"%s\",\"head_dim\":%lld,\"causal\":%s,\"batch\":%lld,\"seqlen\":%lld,\"heads\":%lld,"
+                   "\"median_ms\":%.4f,\"min_ms\":%.4f,\"tflops\":%.3f,\"gbps\":%.2f}",
+                   n ? "," : "", xfa_dtype_name(o->dtype), (long long)o->dim, o->causal ? "true" : "false",
+                   (long long)p.batch, (long long)p.seqlen, (long long)p.heads, p.median_s * 1e3, p.min_s * 1e3,
+                   p.tflops, p.gbps);
+        else
+            printf("%8lld %6lld %6lld %12.3f %12.3f %10.3f %10.2f\n", (long long)p.seqlen, (long long)p.batch,
+                   (long long)p.heads, p.median_s * 1e3, p.min_s * 1e3, p.tflops, p.gbps);
+        fflush(stdout);
+        n++;
+    }
+    if (o->json) printf("]}\n");
+    free(list);
+    xfa_context_destroy(&ctx);
+    return failures ? 1 : 0;
+}
