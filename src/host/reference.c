@@ -17,10 +17,21 @@ xfa_host_view xfa_host_view_of(const xfa_tensor *t, const void *buffer_base)
     return h;
 }
 
-static double at(const xfa_host_view *t, int64_t b, int64_t s, int64_t h, int64_t d)
+/* The view's values gathered into a dense (B, H, S, D) array of doubles, so the
+ * loops below read contiguous rows. NULL on allocation failure. */
+static double *gather(const xfa_host_view *t)
 {
-    const int64_t i = b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3];
-    return (double)xfa_load_f32(t->data, t->dtype, i);
+    const int64_t B = t->shape[0], S = t->shape[1], H = t->shape[2], D = t->shape[3];
+    double *out = malloc((size_t)(B * H * S * D) * sizeof *out);
+    if (!out) return NULL;
+    double *dst = out;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t d = 0; d < D; d++)
+                    *dst++ = xfa_load_f32(t->data, t->dtype,
+                                          b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3]);
+    return out;
 }
 
 xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, double *lse)
@@ -28,17 +39,21 @@ xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, doub
     const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
     const int64_t Sk = p->k.shape[1], Hkv = p->k.shape[2], group = Hq / Hkv;
     double *score = malloc((size_t)Sk * sizeof *score);
-    if (!score) return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    double *Q = gather(&p->q), *K = gather(&p->k), *V = gather(&p->v);
+    xfa_status st = XFA_ERROR_OUT_OF_HOST_MEMORY;
+    if (!score || !Q || !K || !V) goto done;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hq; h++)
             for (int64_t i = 0; i < Sq; i++) {
                 const int64_t hk = h / group;
+                const double *q_row = Q + ((b * Hq + h) * Sq + i) * D;
+                const double *K_head = K + (b * Hkv + hk) * Sk * D, *V_head = V + (b * Hkv + hk) * Sk * D;
                 double *out = o + ((b * Sq + i) * Hq + h) * D;
                 double max = -INFINITY;
                 for (int64_t j = 0; j < Sk; j++) {
                     if (!xfa_visible(p->causal, i, j, Sq, Sk)) { score[j] = -INFINITY; continue; }
                     double dot = 0;
-                    for (int64_t d = 0; d < D; d++) dot += at(&p->q, b, i, h, d) * at(&p->k, b, j, hk, d);
+                    for (int64_t d = 0; d < D; d++) dot += q_row[d] * K_head[j * D + d];
                     score[j] = dot * p->scale;
                     if (score[j] > max) max = score[j];
                 }
@@ -49,40 +64,44 @@ xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, doub
                         if (score[j] == -INFINITY) continue;
                         const double w = exp(score[j] - max);
                         sum += w;
-                        for (int64_t d = 0; d < D; d++) out[d] += w * at(&p->v, b, j, hk, d);
+                        for (int64_t d = 0; d < D; d++) out[d] += w * V_head[j * D + d];
                     }
                     for (int64_t d = 0; d < D; d++) out[d] /= sum;
                 }
                 if (lse) lse[(b * Hq + h) * Sq + i] = sum > 0 ? max + log(sum) : -INFINITY;
             }
+    st = XFA_SUCCESS;
+done:
     free(score);
-    return XFA_SUCCESS;
+    free(Q);
+    free(K);
+    free(V);
+    return st;
 }
 
-static float atf(const xfa_host_view *t, int64_t b, int64_t s, int64_t h, int64_t d)
-{
-    const int64_t i = b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3];
-    return xfa_load_f32(t->data, t->dtype, i);
-}
 
 xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype prec, float *o)
 {
     const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
     const int64_t Sk = p->k.shape[1], Hkv = p->k.shape[2], group = Hq / Hkv;
     float *prob = malloc((size_t)Sk * sizeof *prob);
-    if (!prob) return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    double *Q = gather(&p->q), *K = gather(&p->k), *V = gather(&p->v); /* exact copies of the stored values */
+    xfa_status st = XFA_ERROR_OUT_OF_HOST_MEMORY;
+    if (!prob || !Q || !K || !V) goto done;
     const float scale = (float)p->scale;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hq; h++)
             for (int64_t i = 0; i < Sq; i++) {
                 const int64_t hk = h / group;
+                const double *q_row = Q + ((b * Hq + h) * Sq + i) * D;
+                const double *K_head = K + (b * Hkv + hk) * Sk * D, *V_head = V + (b * Hkv + hk) * Sk * D;
                 float *out = o + ((b * Sq + i) * Hq + h) * D;
                 /* S = Q K^T * scale, f32 accumulation, stored in the dtype */
                 float max = -INFINITY;
                 for (int64_t j = 0; j < Sk; j++) {
                     if (!xfa_visible(p->causal, i, j, Sq, Sk)) { prob[j] = -INFINITY; continue; }
                     float dot = 0;
-                    for (int64_t d = 0; d < D; d++) dot += atf(&p->q, b, i, h, d) * atf(&p->k, b, j, hk, d);
+                    for (int64_t d = 0; d < D; d++) dot += (float)q_row[d] * (float)K_head[j * D + d];
                     prob[j] = xfa_round_to(prec, xfa_round_to(prec, dot) * scale);
                     if (prob[j] > max) max = prob[j];
                 }
@@ -93,13 +112,17 @@ xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype prec,
                     sum += prob[j];
                 }
                 for (int64_t j = 0; j < Sk; j++) prob[j] = sum > 0 ? xfa_round_to(prec, prob[j] / sum) : 0.0f;
-                /* O = P V, f32 accumulation, stored in the dtype */
-                for (int64_t d = 0; d < D; d++) {
-                    float acc = 0;
-                    for (int64_t j = 0; j < Sk; j++) acc += prob[j] * atf(&p->v, b, j, hk, d);
-                    out[d] = xfa_round_to(prec, acc);
-                }
+                /* O = P V, f32 accumulation in key order, stored in the dtype */
+                for (int64_t d = 0; d < D; d++) out[d] = 0.0f;
+                for (int64_t j = 0; j < Sk; j++)
+                    for (int64_t d = 0; d < D; d++) out[d] += prob[j] * (float)V_head[j * D + d];
+                for (int64_t d = 0; d < D; d++) out[d] = xfa_round_to(prec, out[d]);
             }
+    st = XFA_SUCCESS;
+done:
     free(prob);
-    return XFA_SUCCESS;
+    free(Q);
+    free(K);
+    free(V);
+    return st;
 }
