@@ -14,5 +14,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/xfaConfigVersion.cmake CO
 install(FILES ${PROJECT_BINARY_DIR}/xfaConfig.cmake ${PROJECT_BINARY_DIR}/xfaConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xfa)
 
+# pkg-config finds the prefix relative to the .pc file, so the install is relocatable.
+file(RELATIVE_PATH XFA_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" XFA_PC_TO_PREFIX "${XFA_PC_TO_PREFIX}")
 configure_file(cmake/xfa.pc.in ${PROJECT_BINARY_DIR}/xfa.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/xfa.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
