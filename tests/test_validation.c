@@ -1,6 +1,7 @@
 /* test_validation.c - every argument check has its own status and a message naming the argument. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "check_run.h"
+#include "internal.h" /* white-box: narrow a context's reported capabilities */
 #include "xfa.h"
 
 #include <math.h>
@@ -287,6 +288,58 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* The shared checks against what the device reports: a device without a dtype or feature. */
+START_TEST(test_device_capabilities)
+{
+    ctx->info.dtypes &= ~(1u << XFA_DTYPE_F32);
+    EXPECT(forward(), XFA_ERROR_UNSUPPORTED_DTYPE, "dtype f32 is not supported");
+    xfa_plan plan;
+    EXPECT(xfa_plan_get(ctx, 64, XFA_DTYPE_F32, &plan), XFA_ERROR_UNSUPPORTED_DTYPE, "f32");
+    ctx->info.dtypes |= 1u << XFA_DTYPE_F32;
+
+    xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
+    params.causal = 1;
+    ctx->info.features &= ~(uint32_t)XFA_FEATURE_CAUSAL;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_UNSUPPORTED_FEATURE, "causal");
+    ctx->info.features &= ~(uint32_t)XFA_FEATURE_LSE;
+    EXPECT(forward(), XFA_ERROR_UNSUPPORTED_FEATURE, "LSE");
+    ck_assert_int_eq(xfa_attention_forward(ctx, NULL, &q, &k, &v, &o, NULL), XFA_SUCCESS);
+    ctx->info.features &= ~(uint32_t)XFA_FEATURE_GQA;
+    k = xfa_tensor_bshd(buf, ELEMS * 4, XFA_DTYPE_F32, B, S, 2, D);
+    v = xfa_tensor_bshd(buf, 2 * ELEMS * 4, XFA_DTYPE_F32, B, S, 2, D);
+    EXPECT(xfa_attention_forward(ctx, NULL, &q, &k, &v, &o, NULL), XFA_ERROR_UNSUPPORTED_FEATURE, "GQA");
+    ctx->info.features &= ~(uint32_t)XFA_FEATURE_SEQLEN_QK_DIFFER;
+    k = xfa_tensor_bshd(buf, ELEMS * 4, XFA_DTYPE_F32, B, S - 1, H, D);
+    v = xfa_tensor_bshd(buf, 2 * ELEMS * 4, XFA_DTYPE_F32, B, S - 1, H, D);
+    EXPECT(xfa_attention_forward(ctx, NULL, &q, &k, &v, &o, NULL), XFA_ERROR_UNSUPPORTED_FEATURE, "seqlen_q");
+}
+END_TEST
+
+/* A cache (the CPU path's M) too small for any tile: a clear error, not a wrong answer. */
+START_TEST(test_local_memory_too_small)
+{
+    xfa_context *small = NULL;
+    setenv("XFA_CPU_CACHE_BYTES", "1024", 1);
+    ck_assert_int_eq(xfa_context_create(XFA_BACKEND_CPU, 0, &small), XFA_SUCCESS);
+    unsetenv("XFA_CPU_CACHE_BYTES");
+    xfa_device_info info;
+    xfa_context_get_info(small, &info);
+    ck_assert_uint_eq(info.local_mem_bytes, 1024);
+    xfa_plan plan;
+    ck_assert_int_eq(xfa_plan_get(small, 256, XFA_DTYPE_F32, &plan), XFA_ERROR_LOCAL_MEMORY_TOO_SMALL);
+    ck_assert_ptr_nonnull(strstr(xfa_context_last_error(small), "too small for head_dim 256"));
+    xfa_buffer *b = NULL;
+    ck_assert_int_eq(xfa_buffer_create(small, 4 * 256 * 4, &b), XFA_SUCCESS);
+    const xfa_tensor tq = xfa_tensor_bshd(b, 0, XFA_DTYPE_F32, 1, 1, 1, 256);
+    const xfa_tensor tk = xfa_tensor_bshd(b, 1024, XFA_DTYPE_F32, 1, 1, 1, 256);
+    const xfa_tensor tv = xfa_tensor_bshd(b, 2048, XFA_DTYPE_F32, 1, 1, 1, 256);
+    const xfa_tensor to = xfa_tensor_bshd(b, 3072, XFA_DTYPE_F32, 1, 1, 1, 256);
+    ck_assert_int_eq(xfa_attention_forward(small, NULL, &tq, &tk, &tv, &to, NULL), XFA_ERROR_LOCAL_MEMORY_TOO_SMALL);
+    xfa_buffer_destroy(&b);
+    xfa_context_destroy(&small);
+}
+END_TEST
+
 static Suite *validation_suite(void)
 {
     Suite *s = suite_create("validation");
@@ -307,6 +360,8 @@ static Suite *validation_suite(void)
     tcase_add_test(tc, test_contexts_and_backends);
     tcase_add_test(tc, test_auto_backend_env);
     tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_device_capabilities);
+    tcase_add_test(tc, test_local_memory_too_small);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -37,8 +37,11 @@ static const xfa_tile_layout cpu_layout = {
     .threads_per_row = 1,
 };
 
+/* M for the CPU path: XFA_CPU_CACHE_BYTES if set (to tile for another cache level), else the L2 size. */
 static uint64_t cache_bytes(void)
 {
+    const char *env = getenv("XFA_CPU_CACHE_BYTES");
+    if (env && strtoull(env, NULL, 10) > 0) return strtoull(env, NULL, 10);
     long l2 = -1;
 #ifdef _SC_LEVEL2_CACHE_SIZE
     l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
