@@ -20,6 +20,8 @@ typedef struct cli_options {
     int64_t tokens;     /* bench: batch * seqlen */
     int warmup, iters;
     bool csv, json;
+    int cases;          /* crosscheck: number of problems */
+    const char *corrupt; /* crosscheck test hook: perturb this backend's outputs */
 } cli_options;
 
 /* Parses argv[first..] into opts (defaults already in opts); prints the problem and returns false on error. */
@@ -31,5 +33,6 @@ double cli_now(void);
 int cli_info(const cli_options *opts);
 int cli_run(const cli_options *opts);
 int cli_bench(const cli_options *opts);
+int cli_crosscheck(const cli_options *opts);
 
 #endif

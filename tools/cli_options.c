@@ -63,11 +63,18 @@ bool cli_parse(int argc, char **argv, int first, cli_options *o)
             o->bhsd = !strcmp(val, "bhsd");
         } else if (!strcmp(a, "--seqlens")) {
             o->seqlens = val;
+        } else if (!strcmp(a, "--corrupt")) {
+            xfa_backend b;
+            if (xfa_backend_from_name(val, &b) || b == XFA_BACKEND_AUTO) {
+                fprintf(stderr, "xfa: --corrupt wants a backend name, got '%s'\n", val);
+                return false;
+            }
+            o->corrupt = val;
         } else {
             static const struct { const char *name; int64_t min; } ints[] = {
                 {"--device", 0}, {"--batch", 1}, {"--seqlen", 1}, {"--seqlen-k", 1}, {"--heads", 1},
                 {"--heads-kv", 1}, {"--dim", 1}, {"--seed", 0}, {"--Br", 1}, {"--Bc", 1}, {"--tokens", 1},
-                {"--warmup", 0}, {"--iters", 1},
+                {"--warmup", 0}, {"--iters", 1}, {"--cases", 1},
             };
             size_t k = 0;
             while (k < sizeof ints / sizeof ints[0] && strcmp(a, ints[k].name)) k++;
@@ -90,6 +97,7 @@ bool cli_parse(int argc, char **argv, int first, cli_options *o)
             case 10: o->tokens = n; break;
             case 11: o->warmup = (int)n; break;
             case 12: o->iters = (int)n; break;
+            case 13: o->cases = (int)n; break;
             }
         }
     }

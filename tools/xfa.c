@@ -17,6 +17,7 @@ static void usage(FILE *f)
             "  info     backends, devices, local memory and tile plans\n"
             "  run      compute attention on random inputs, check against the fp64 reference, time it\n"
             "  bench    time a sweep over sequence lengths (table, --csv or --json)\n"
+            "  crosscheck  the same seeded problems on every backend/device, vs the fp64 reference and each other\n"
             "  version  print the library version\n"
             "\n"
             "options:\n"
@@ -25,7 +26,8 @@ static void usage(FILE *f)
             "  --batch B --seqlen N --seqlen-k N --heads H (2048/D) --heads-kv H --dim D\n"
             "  --dtype f32|f16|bf16 --causal --layout bshd|bhsd --seed S --Br N --Bc N\n"
             "  --check / --no-check  run: force or skip the reference check (default: when affordable)\n"
-            "  --seqlens 512,1024,...  --tokens T (batch = T / seqlen)  --warmup N --iters N --csv --json  (bench)\n");
+            "  --seqlens 512,1024,...  --tokens T (batch = T / seqlen)  --warmup N --iters N --csv --json  (bench)\n"
+            "  --cases N --seed S --json --corrupt BACKEND  (crosscheck; --backend restricts it to one backend)\n");
 }
 
 int main(int argc, char **argv)
@@ -48,6 +50,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "info")) return cli_info(&opts);
     if (!strcmp(cmd, "run")) return cli_run(&opts);
     if (!strcmp(cmd, "bench")) return cli_bench(&opts);
+    if (!strcmp(cmd, "crosscheck")) return cli_crosscheck(&opts);
     fprintf(stderr, "xfa: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -31,6 +31,7 @@ typedef struct xfa_test_case {
     uint64_t seed;
     bool corrupt;      /* test hook: change one output element before checking (the check must then fail) */
     bool skip_reference; /* sizes too large for the fp64 reference: check only coverage and finiteness */
+    float *output;     /* optional: receives O as batch*seqlen_q*heads_q*head_dim floats in BSHD order */
 } xfa_test_case;
 
 typedef struct xfa_test_result {
