@@ -102,15 +102,19 @@ START_TEST(test_scale_and_no_lse)
 }
 END_TEST
 
-/* The check itself must be able to fail: a corrupted element is caught. */
+/* The check itself must be able to fail: a wrong value, an unwritten element and a
+ * write past the view are each caught, in every dtype. */
 START_TEST(test_corruption_is_caught)
 {
-    xfa_test_case tc = xfa_test_case_make(1, 33, 33, 1, 1, 64, (xfa_dtype)_i, true, 8000);
+    xfa_test_case tc = xfa_test_case_make(1, 33, 33, 1, 1, 64, (xfa_dtype)(_i % XFA_DTYPE_COUNT_), true, 8000);
     if (!(info.dtypes & (1u << tc.dtype))) return;
-    tc.corrupt = true;
+    tc.corrupt = (xfa_test_corruption)(1 + _i / XFA_DTYPE_COUNT_);
     const xfa_test_result r = xfa_test_run_case(ctx, &tc);
     ck_assert_int_eq(r.status, XFA_SUCCESS);
-    ck_assert_msg(!r.passed, "a corrupted output passed the check (err %g, tol %g)", r.max_abs_err, r.tolerance);
+    ck_assert_msg(!r.passed, "a corrupted output (kind %d) passed the check (err %g, tol %g)", (int)tc.corrupt,
+                  r.max_abs_err, r.tolerance);
+    if (tc.corrupt == XFA_CORRUPT_UNWRITTEN) ck_assert_int_eq(r.unwritten, 1);
+    if (tc.corrupt == XFA_CORRUPT_GUARD) ck_assert_int_gt(r.guard_damage, 0);
 }
 END_TEST
 
@@ -147,7 +151,7 @@ static Suite *forward_suite(const char *backend)
     tcase_add_loop_test(tc, test_half_precisions, 0, 8);
     tcase_add_loop_test(tc, test_random_cases, 0, 24);
     tcase_add_test(tc, test_scale_and_no_lse);
-    tcase_add_loop_test(tc, test_corruption_is_caught, 0, XFA_DTYPE_COUNT_);
+    tcase_add_loop_test(tc, test_corruption_is_caught, 0, 3 * XFA_DTYPE_COUNT_);
     tcase_add_test(tc, test_plan_override_checked);
     suite_add_tcase(s, tc);
     return s;

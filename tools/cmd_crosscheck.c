@@ -106,7 +106,7 @@ int cli_crosscheck(const cli_options *o)
             }
             xfa_test_case mine = tc;
             mine.output = outputs[c];
-            mine.corrupt = cols[c].backend == corrupt;
+            mine.corrupt = cols[c].backend == corrupt ? XFA_CORRUPT_VALUE : XFA_CORRUPT_NONE;
             res[c] = xfa_test_run_case(cols[c].ctx, &mine);
             ran[c] = res[c].status == XFA_SUCCESS;
             const double ratio = res[c].tolerance > 0 ? res[c].max_abs_err / res[c].tolerance : INFINITY;

@@ -261,11 +261,14 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
         goto done;
     }
 
-    if (tc->corrupt) { /* flip an element the way a wrong kernel would */
-        const int64_t at = xfa_tensor_index(&o.view, B - 1, Sq / 2, Hq - 1, D / 3);
+    if (tc->corrupt != XFA_CORRUPT_NONE) {
+        const size_t elem = xfa_dtype_size(tc->dtype);
         unsigned char *base = o.host + o.view.offset;
+        const int64_t at = xfa_tensor_index(&o.view, B - 1, Sq / 2, Hq - 1, D / 3);
         const float delta = tc->dtype == XFA_DTYPE_F32 ? 1e-3f : 0.1f; /* well above each dtype's tolerance */
-        xfa_store_f32(base, tc->dtype, at, xfa_load_f32(base, tc->dtype, at) + delta);
+        if (tc->corrupt == XFA_CORRUPT_VALUE) xfa_store_f32(base, tc->dtype, at, xfa_load_f32(base, tc->dtype, at) + delta);
+        if (tc->corrupt == XFA_CORRUPT_UNWRITTEN) memset(base + (size_t)at * elem, POISON_BYTE, elem);
+        if (tc->corrupt == XFA_CORRUPT_GUARD) memset(o.host + o.bytes - GUARD_BYTES, 0, elem);
     }
 
     o_mask = element_mask(&o);

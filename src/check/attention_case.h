@@ -19,6 +19,14 @@
 
 typedef enum xfa_test_layout { XFA_LAYOUT_BSHD = 0, XFA_LAYOUT_BHSD = 1 } xfa_test_layout;
 
+/* Test hooks: damage a correct result the way a broken kernel would; the check must then fail. */
+typedef enum xfa_test_corruption {
+    XFA_CORRUPT_NONE = 0,
+    XFA_CORRUPT_VALUE = 1,     /* one output element off by well above the tolerance */
+    XFA_CORRUPT_UNWRITTEN = 2, /* one output element left holding the poison */
+    XFA_CORRUPT_GUARD = 3      /* a write just past the end of the output view */
+} xfa_test_corruption;
+
 typedef struct xfa_test_case {
     int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
     xfa_dtype dtype;
@@ -29,7 +37,7 @@ typedef struct xfa_test_case {
     uint32_t Br, Bc;   /* nonzero: override the plan's tile sizes */
     float scale;       /* 0: default 1/sqrt(d) */
     uint64_t seed;
-    bool corrupt;      /* test hook: change one output element before checking (the check must then fail) */
+    xfa_test_corruption corrupt; /* test hook (see above) */
     bool skip_reference; /* sizes too large for the fp64 reference: check only coverage and finiteness */
     float *output;     /* optional: receives O as batch*seqlen_q*heads_q*head_dim floats in BSHD order */
 } xfa_test_case;
