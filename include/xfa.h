@@ -126,8 +126,10 @@ enum {
     XFA_FEATURE_GQA = 1u << 2,          /* K/V with fewer heads than Q */
     XFA_FEATURE_SEQLEN_QK_DIFFER = 1u << 3, /* seqlen_q != seqlen_k */
     XFA_FEATURE_WINDOW = 1u << 4,       /* sliding-window (local) attention */
-    XFA_FEATURE_SOFTCAP = 1u << 5,
-    XFA_FEATURE_ENGINE_HANDLES = 1u << 6 /* context/buffers from caller's native handles */
+    XFA_FEATURE_SOFTCAP = 1u << 5,      /* softcap * tanh(s / softcap) */
+    XFA_FEATURE_ENGINE_HANDLES = 1u << 6, /* context/buffers from caller's native handles */
+    XFA_FEATURE_ALIBI = 1u << 7,        /* per-head ALiBi slopes */
+    XFA_FEATURE_BIAS = 1u << 8          /* additive score bias / mask tensor */
 };
 
 /* Head dims: multiples of XFA_HEAD_DIM_STEP from XFA_HEAD_DIM_MIN to XFA_HEAD_DIM_MAX. */
@@ -247,25 +249,42 @@ size_t xfa_tensor_span_bytes(const xfa_tensor *t);
 /* ------------------------------------------------------------------------ */
 
 typedef struct xfa_attention_params {
-    float softmax_scale; /* multiplies QK^T; 0 means 1/sqrt(head_dim) */
-    int causal;          /* nonzero: query i sees keys j <= i + seqlen_k - seqlen_q (bottom-right aligned) */
+    float softmax_scale;  /* multiplies QK^T; 0 means 1/sqrt(head_dim) */
+    int causal;           /* nonzero: the same as window_right = 0 (bottom-right aligned) */
     const xfa_plan *plan; /* NULL: the library's plan; else an override that must fit the device */
+    /* Sliding window, bottom-right aligned as in FlashAttention: query i sees key j when
+     * i + Sk - Sq - window_left <= j <= i + Sk - Sq + window_right; -1 means no limit. */
+    int64_t window_left, window_right;
+    float softcap;        /* > 0: scores become softcap * tanh(score / softcap); 0: off */
+    /* ALiBi: f32 slopes, shape (1 or B, 1, Hq, 1); adds -slope * |i + Sk - Sq - j|. NULL: off */
+    const xfa_tensor *alibi_slopes;
+    /* Additive bias (or mask: -inf hides a key), shape (1 or B, Sq, 1 or Hq, Sk), f32 or the
+     * dtype of q. Broadcast over batch and heads where that dimension is 1. NULL: off */
+    const xfa_tensor *bias;
 } xfa_attention_params;
 
-/* Defaults: scale 1/sqrt(d), not causal, the library's plan. */
-#define XFA_ATTENTION_PARAMS_DEFAULT {0.0f, 0, NULL}
+/* Defaults: scale 1/sqrt(d), not causal, the library's plan, no window, softcap, ALiBi or bias. */
+#define XFA_ATTENTION_PARAMS_DEFAULT {0.0f, 0, NULL, -1, -1, 0.0f, NULL, NULL}
 
 /*
- * O = softmax(Q K^T * scale [+ causal mask]) V, per batch and head, exactly
- * (no approximation), with an optional per-row log-sum-exp (natural log, of
- * the scaled scores) written to `lse`.
+ * O = softmax(S) V per batch and head, exactly (no approximation), where for
+ * query row i and key j
+ *
+ *   S_ij = scale * q_i . k_j              then, each only when asked for:
+ *   S_ij = softcap * tanh(S_ij / softcap)
+ *   S_ij += -slope_h * |i + Sk - Sq - j|  (ALiBi)
+ *   S_ij += bias[b, i, h, j]
+ *   S_ij = -inf outside the causal mask or the window,
+ *
+ * with an optional per-row log-sum-exp, log(sum_j exp(S_ij)) (natural log),
+ * written to `lse`.
  *
  *   q:   (B, Sq, Hq, D)     k, v: (B, Sk, Hkv, D)    o: (B, Sq, Hq, D)
  *   lse: (B, Sq, Hq, 1) f32, or NULL
  *
  * Hq must be a multiple of Hkv (MQA/GQA: query head h reads K/V head
  * h / (Hq/Hkv)). q, k, v and o share one dtype. A query row that sees no key
- * (causal with Sq > Sk) gets O = 0 and LSE = -inf.
+ * (a mask, window or causal with Sq > Sk empties it) gets O = 0 and LSE = -inf.
  *
  * params may be NULL (XFA_ATTENTION_PARAMS_DEFAULT). The call is enqueued on
  * the context's queue/stream and may return before it finishes; downloads and

@@ -102,6 +102,57 @@ START_TEST(test_scale_and_no_lse)
 }
 END_TEST
 
+/* Runs the case only if the device lists every feature it needs. */
+static void expect_pass_with(uint32_t features, const xfa_test_case *tc)
+{
+    if ((info.features & features) == features) expect_pass(tc);
+}
+
+START_TEST(test_windows)
+{
+    static const int64_t windows[][2] = {{0, 0}, {3, -1}, {-1, 2}, {5, 5}, {16, 0}, {0, -1}, {40, 7}};
+    const int64_t *w = windows[_i / 2];
+    /* Sq != Sk on odd cases: the window aligns to the bottom-right corner */
+    xfa_test_case tc = xfa_test_case_make(1, 70, _i % 2 ? 55 : 70, 2, 1, 64, XFA_DTYPE_F32, false, 9000 + (uint64_t)_i);
+    tc.window_left = w[0];
+    tc.window_right = w[1];
+    tc.Br = 16;
+    tc.Bc = 16; /* many blocks, so blocks outside the window are skipped */
+    expect_pass_with(XFA_FEATURE_WINDOW, &tc);
+}
+END_TEST
+
+START_TEST(test_softcap_alibi_bias)
+{
+    const xfa_dtype dtype = (xfa_dtype)(_i % XFA_DTYPE_COUNT_);
+    xfa_test_case tc = xfa_test_case_make(2, 45, 61, 4, 2, 96, dtype, _i / 3 % 2, 9100 + (uint64_t)_i);
+    uint32_t need = 0;
+    switch (_i / 6) {
+    case 0: tc.softcap = 2.0f; need = XFA_FEATURE_SOFTCAP; break;
+    case 1: tc.alibi = true; tc.per_batch = _i % 2; need = XFA_FEATURE_ALIBI; break;
+    case 2: tc.bias = true; need = XFA_FEATURE_BIAS; break;
+    default: tc.bias = true; tc.per_batch = true; tc.bias_dtype = dtype; need = XFA_FEATURE_BIAS; break;
+    }
+    expect_pass_with(need, &tc);
+}
+END_TEST
+
+/* Everything at once: GQA, Sq != Sk, causal, window, softcap, ALiBi, bias, padded BHSD. */
+START_TEST(test_feature_combination)
+{
+    xfa_test_case tc = xfa_test_case_make(2, 67, 90, 6, 2, 128, (xfa_dtype)(_i % XFA_DTYPE_COUNT_), true,
+                                          9200 + (uint64_t)_i);
+    tc.window_left = 20;
+    tc.softcap = 10.0f;
+    tc.alibi = true;
+    tc.bias = true;
+    tc.per_batch = _i % 2;
+    tc.layout = XFA_LAYOUT_BHSD;
+    tc.row_pad = 8;
+    expect_pass_with(XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI | XFA_FEATURE_BIAS | XFA_FEATURE_GQA, &tc);
+}
+END_TEST
+
 /* The check itself must be able to fail: a wrong value, an unwritten element and a
  * write past the view are each caught, in every dtype. */
 START_TEST(test_corruption_is_caught)
@@ -151,6 +202,9 @@ static Suite *forward_suite(const char *backend)
     tcase_add_loop_test(tc, test_half_precisions, 0, 8);
     tcase_add_loop_test(tc, test_random_cases, 0, 24);
     tcase_add_test(tc, test_scale_and_no_lse);
+    tcase_add_loop_test(tc, test_windows, 0, 14);
+    tcase_add_loop_test(tc, test_softcap_alibi_bias, 0, 24);
+    tcase_add_loop_test(tc, test_feature_combination, 0, 6);
     tcase_add_loop_test(tc, test_corruption_is_caught, 0, 3 * XFA_DTYPE_COUNT_);
     tcase_add_test(tc, test_plan_override_checked);
     suite_add_tcase(s, tc);

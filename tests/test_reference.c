@@ -21,7 +21,8 @@ START_TEST(test_hand_worked)
      * p = (e, 1) / (e + 1); v0 = (1, 2), v1 = (3, 4):
      * o = (e*1 + 3, e*2 + 4) / (e + 1); lse = log(e + 1). */
     const float q[2] = {1, 0}, k[4] = {1, 0, 0, 1}, v[4] = {1, 2, 3, 4};
-    xfa_reference_problem p = {contiguous(q, 1, 1, 1, 2), contiguous(k, 1, 2, 1, 2), contiguous(v, 1, 2, 1, 2), 1.0, false};
+    xfa_reference_problem p = xfa_reference_problem_make(contiguous(q, 1, 1, 1, 2), contiguous(k, 1, 2, 1, 2),
+                                                         contiguous(v, 1, 2, 1, 2), 1.0, false);
     double o[2], lse[1];
     ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
     const double e = exp(1.0);
@@ -49,7 +50,8 @@ START_TEST(test_empty_rows)
 {
     /* Causal with Sq = 3 > Sk = 1 (bottom-right aligned): rows 0 and 1 see nothing. */
     const float q[6] = {1, 1, 1, 1, 1, 1}, k[2] = {1, 1}, v[2] = {5, 7};
-    xfa_reference_problem p = {contiguous(q, 1, 3, 1, 2), contiguous(k, 1, 1, 1, 2), contiguous(v, 1, 1, 1, 2), 1.0, true};
+    xfa_reference_problem p = xfa_reference_problem_make(contiguous(q, 1, 3, 1, 2), contiguous(k, 1, 1, 1, 2),
+                                                         contiguous(v, 1, 1, 1, 2), 1.0, true);
     double o[6], lse[3];
     ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
     ck_assert(o[0] == 0 && o[1] == 0 && o[2] == 0 && o[3] == 0);
@@ -57,6 +59,62 @@ START_TEST(test_empty_rows)
     ck_assert_double_eq_tol(o[4], 5.0, 1e-15);
     ck_assert_double_eq_tol(o[5], 7.0, 1e-15);
     ck_assert_double_eq_tol(lse[2], 2.0, 1e-15);
+}
+END_TEST
+
+START_TEST(test_hand_worked_extras)
+{
+    /* Sq = Sk = 3, d = 1, q = k = 0 so every score is 0 before the extras; v = (1, 2, 4). */
+    const float zero[3] = {0, 0, 0}, v[3] = {1, 2, 4};
+    xfa_reference_problem p = xfa_reference_problem_make(contiguous(zero, 1, 3, 1, 1), contiguous(zero, 1, 3, 1, 1),
+                                                         contiguous(v, 1, 3, 1, 1), 1.0, false);
+    double o[3], lse[3];
+    /* window (1, 0): row 0 sees key 0; row 1 keys 0-1; row 2 keys 1-2 */
+    p.window_left = 1;
+    p.window_right = 0;
+    ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
+    ck_assert_double_eq_tol(o[0], 1.0, 1e-15);
+    ck_assert_double_eq_tol(o[1], 1.5, 1e-15);
+    ck_assert_double_eq_tol(o[2], 3.0, 1e-15);
+    ck_assert_double_eq_tol(lse[2], log(2.0), 1e-15);
+    /* window (0, 0) with Sq = 3 > Sk = 1: only row 2 has a diagonal key */
+    p.k = contiguous(zero, 1, 1, 1, 1);
+    p.v = contiguous(v, 1, 1, 1, 1);
+    p.window_left = 0;
+    ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
+    ck_assert(o[0] == 0 && o[1] == 0 && isinf(lse[0]) && isinf(lse[1]));
+    ck_assert_double_eq_tol(o[2], 1.0, 1e-15);
+
+    /* ALiBi with slope 0.5 on one row that sees three keys (diagonal = key 2):
+     * scores -1, -0.5, 0 -> weights e^-1, e^-0.5, 1. */
+    p = xfa_reference_problem_make(contiguous(zero, 1, 1, 1, 1), contiguous(zero, 1, 3, 1, 1), contiguous(v, 1, 3, 1, 1),
+                                   1.0, false);
+    const float slope[1] = {0.5f};
+    p.alibi = contiguous(slope, 1, 1, 1, 1);
+    ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
+    const double w0 = exp(-1.0), w1 = exp(-0.5);
+    ck_assert_double_eq_tol(o[0], (w0 * 1 + w1 * 2 + 4) / (w0 + w1 + 1), 1e-15);
+    ck_assert_double_eq_tol(lse[0], log(w0 + w1 + 1), 1e-15);
+
+    /* Softcap 0.5 on scores (2, 0) (q = 1, k = (2, 0), scale 1): 0.5 tanh(4) and 0. */
+    const float one[1] = {1}, k2[2] = {2, 0};
+    p = xfa_reference_problem_make(contiguous(one, 1, 1, 1, 1), contiguous(k2, 1, 2, 1, 1), contiguous(v, 1, 2, 1, 1),
+                                   1.0, false);
+    p.softcap = 0.5;
+    ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
+    const double s0 = exp(0.5 * tanh(4.0));
+    ck_assert_double_eq_tol(o[0], (s0 * 1 + 2) / (s0 + 1), 1e-15);
+
+    /* A bias of (-inf, 0.25) hides key 0 and shifts key 1; a bias of all -inf empties the row. */
+    const float bias[2] = {-INFINITY, 0.25f}, hide[2] = {-INFINITY, -INFINITY};
+    p.softcap = 0;
+    p.bias = contiguous(bias, 1, 1, 1, 2);
+    ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
+    ck_assert_double_eq_tol(o[0], 2.0, 1e-15);
+    ck_assert_double_eq_tol(lse[0], 0.25, 1e-15);
+    p.bias = contiguous(hide, 1, 1, 1, 2);
+    ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
+    ck_assert(o[0] == 0 && isinf(lse[0]) && lse[0] < 0);
 }
 END_TEST
 
@@ -104,7 +162,7 @@ START_TEST(test_against_naive)
     xfa_host_view qv = {q, XFA_DTYPE_F32, {1, S, H, D}, {H * S * D, D, S * D, 1}};
     xfa_host_view kv = {k, XFA_DTYPE_F32, {1, S, Hkv, D}, {Hkv * S * D, D, S * D, 1}};
     xfa_host_view vv = {v, XFA_DTYPE_F32, {1, S, Hkv, D}, {Hkv * S * D, D, S * D, 1}};
-    xfa_reference_problem p = {qv, kv, vv, 0.3, false};
+    xfa_reference_problem p = xfa_reference_problem_make(qv, kv, vv, 0.3, false);
     double *o = malloc(sizeof *o * H * S * D), *lse = malloc(sizeof *lse * H * S);
     ck_assert_int_eq(xfa_reference_forward(&p, o, lse), XFA_SUCCESS);
     for (int64_t h = 0; h < H; h++)
@@ -152,6 +210,7 @@ static Suite *reference_suite(void)
     TCase *tc = tcase_create("reference");
     tcase_add_test(tc, test_hand_worked);
     tcase_add_test(tc, test_empty_rows);
+    tcase_add_test(tc, test_hand_worked_extras);
     tcase_add_loop_test(tc, test_against_naive, 0, 3);
     tcase_add_test(tc, test_f16_conversion);
     tcase_add_test(tc, test_bf16_conversion);

@@ -19,7 +19,7 @@ static xfa_tensor q, k, v, o, lse;
 static void setup(void)
 {
     ck_assert_int_eq(xfa_context_create(XFA_BACKEND_CPU, 0, &ctx), XFA_SUCCESS);
-    ck_assert_int_eq(xfa_buffer_create(ctx, 5 * ELEMS * 4, &buf), XFA_SUCCESS);
+    ck_assert_int_eq(xfa_buffer_create(ctx, 5 * ELEMS * 4 + 64, &buf), XFA_SUCCESS);
     q = xfa_tensor_bshd(buf, 0, XFA_DTYPE_F32, B, S, H, D);
     k = xfa_tensor_bshd(buf, ELEMS * 4, XFA_DTYPE_F32, B, S, H, D);
     v = xfa_tensor_bshd(buf, 2 * ELEMS * 4, XFA_DTYPE_F32, B, S, H, D);
@@ -216,6 +216,61 @@ START_TEST(test_params)
 }
 END_TEST
 
+START_TEST(test_extras)
+{
+    xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
+    params.window_left = -2;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_INVALID_ARGUMENT, "window_left = -2");
+    params.window_left = 4;
+    params.window_right = 2;
+    params.causal = 1;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_INVALID_ARGUMENT, "causal means");
+    params.causal = 0;
+    ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_SUCCESS);
+    params.softcap = -1.0f;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_INVALID_ARGUMENT, "softcap");
+    params.softcap = NAN;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_INVALID_ARGUMENT, "softcap");
+    params.softcap = 0.0f;
+
+    /* ALiBi slopes live after the LSE in the same buffer: (1, 1, H, 1) f32 */
+    const size_t tail = 4 * ELEMS * 4 + (size_t)B * S * H * 4;
+    xfa_tensor slopes = xfa_tensor_bshd(buf, tail, XFA_DTYPE_F32, 1, 1, H, 1);
+    params.alibi_slopes = &slopes;
+    ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_SUCCESS);
+    slopes.shape[2] = H - 1;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_SHAPE_MISMATCH, "alibi_slopes has shape");
+    slopes = xfa_tensor_bshd(buf, tail, XFA_DTYPE_F16, 1, 1, H, 1);
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_DTYPE_MISMATCH, "alibi_slopes.dtype");
+    params.alibi_slopes = NULL;
+
+    /* bias (1, S, 1, S) f32 in the k region (inputs may share memory; only outputs may not) */
+    xfa_tensor bias = xfa_tensor_bshd(buf, ELEMS * 4, XFA_DTYPE_F32, 1, S, 1, S);
+    params.bias = &bias;
+    ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_SUCCESS);
+    bias.shape[3] = S + 1;
+    bias.stride[1] = S + 1;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_SHAPE_MISMATCH, "bias has shape");
+    bias = xfa_tensor_bshd(buf, ELEMS * 4, XFA_DTYPE_BF16, 1, S, 1, S);
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_DTYPE_MISMATCH, "bias.dtype");
+    bias = xfa_tensor_bshd(buf, 3 * ELEMS * 4, XFA_DTYPE_F32, 1, S, 1, S); /* inside o */
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_ALIASING, "o overlaps bias");
+    params.bias = NULL;
+
+    /* a device without the feature */
+    params.window_left = 3;
+    params.window_right = -1;
+    ctx->info.features &= ~(uint32_t)XFA_FEATURE_WINDOW;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_UNSUPPORTED_FEATURE, "sliding window");
+    params.window_left = -1;
+    params.causal = 1; /* causal alone is not a window */
+    ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_SUCCESS);
+    params.softcap = 1.0f;
+    ctx->info.features &= ~(uint32_t)XFA_FEATURE_SOFTCAP;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_UNSUPPORTED_FEATURE, "softcap");
+}
+END_TEST
+
 START_TEST(test_buffers)
 {
     xfa_buffer *b = NULL;
@@ -356,6 +411,7 @@ static Suite *validation_suite(void)
     tcase_add_test(tc, test_aliasing);
     tcase_add_test(tc, test_wrong_context);
     tcase_add_test(tc, test_params);
+    tcase_add_test(tc, test_extras);
     tcase_add_test(tc, test_buffers);
     tcase_add_test(tc, test_contexts_and_backends);
     tcase_add_test(tc, test_auto_backend_env);

@@ -46,6 +46,8 @@ xfa_test_case xfa_test_case_make(int64_t batch, int64_t seqlen_q, int64_t seqlen
     tc.causal = causal;
     tc.lse = true;
     tc.seed = seed;
+    tc.window_left = tc.window_right = -1;
+    tc.bias_dtype = XFA_DTYPE_F32;
     return tc;
 }
 
@@ -67,11 +69,19 @@ xfa_test_case xfa_test_case_random(uint64_t seed, xfa_dtype dtype)
 
 void xfa_test_case_describe(const xfa_test_case *tc, char *out, size_t size)
 {
-    snprintf(out, size, "B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld D=%lld %s%s%s %s pad=%lld Br=%u Bc=%u seed=%llu",
+    char extras[128] = "";
+    if (tc->window_left >= 0 || tc->window_right >= 0)
+        snprintf(extras, sizeof extras, " window=(%lld,%lld)", (long long)tc->window_left, (long long)tc->window_right);
+    if (tc->softcap > 0) snprintf(extras + strlen(extras), sizeof extras - strlen(extras), " softcap=%g", tc->softcap);
+    if (tc->alibi) snprintf(extras + strlen(extras), sizeof extras - strlen(extras), " alibi");
+    if (tc->bias)
+        snprintf(extras + strlen(extras), sizeof extras - strlen(extras), " bias(%s)", xfa_dtype_name(tc->bias_dtype));
+    if ((tc->alibi || tc->bias) && tc->per_batch) snprintf(extras + strlen(extras), sizeof extras - strlen(extras), "/full");
+    snprintf(out, size, "B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld D=%lld %s%s%s%s %s pad=%lld Br=%u Bc=%u seed=%llu",
              (long long)tc->batch, (long long)tc->seqlen_q, (long long)tc->seqlen_k, (long long)tc->heads_q,
              (long long)tc->heads_kv, (long long)tc->head_dim, xfa_dtype_name(tc->dtype), tc->causal ? " causal" : "",
-             tc->lse ? " lse" : "", tc->layout == XFA_LAYOUT_BHSD ? "BHSD" : "BSHD", (long long)tc->row_pad, tc->Br,
-             tc->Bc, (unsigned long long)tc->seed);
+             tc->lse ? " lse" : "", extras, tc->layout == XFA_LAYOUT_BHSD ? "BHSD" : "BSHD", (long long)tc->row_pad,
+             tc->Br, tc->Bc, (unsigned long long)tc->seed);
 }
 
 /* One tensor of the case: its view, a host copy of its whole buffer, and the device buffer. */
@@ -188,14 +198,25 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
     const int64_t q_shape[4] = {B, Sq, Hq, D}, kv_shape[4] = {B, Sk, Hkv, D};
     const int64_t lse_shape[4] = {B, Sq, Hq, 1}, lse_stride[4] = {Hq * Sq, 1, Sq, 1};
 
-    test_tensor q, k, v, o, lse;
+    test_tensor q, k, v, o, lse, alibi, bias;
     memset(&lse, 0, sizeof lse);
+    memset(&alibi, 0, sizeof alibi);
+    memset(&bias, 0, sizeof bias);
     double *o_ref = NULL, *lse_ref = NULL;
     float *o_got = NULL, *o_unfused = NULL;
     unsigned char *o_mask = NULL, *lse_mask = NULL;
     bool ok = tensor_alloc(&q, tc->dtype, q_shape, q_stride) & tensor_alloc(&k, tc->dtype, kv_shape, kv_stride) &
               tensor_alloc(&v, tc->dtype, kv_shape, kv_stride) & tensor_alloc(&o, tc->dtype, q_shape, q_stride);
     if (tc->lse) ok = ok && tensor_alloc(&lse, XFA_DTYPE_F32, lse_shape, lse_stride);
+    if (tc->alibi) {
+        const int64_t shape[4] = {tc->per_batch ? B : 1, 1, Hq, 1}, stride[4] = {Hq, 1, 1, 1};
+        ok = ok && tensor_alloc(&alibi, XFA_DTYPE_F32, shape, stride);
+    }
+    if (tc->bias) { /* (B|1, Sq, Hq|1, Sk) stored (B, H, Sq, Sk), the layout frameworks use */
+        const int64_t bh = tc->per_batch ? Hq : 1;
+        const int64_t shape[4] = {tc->per_batch ? B : 1, Sq, bh, Sk}, stride[4] = {bh * Sq * Sk, Sk, Sq * Sk, 1};
+        ok = ok && tensor_alloc(&bias, tc->bias_dtype, shape, stride);
+    }
     const size_t n_out = (size_t)(B * Sq * Hq * D), n_rows = (size_t)(B * Hq * Sq);
     o_ref = malloc(n_out * sizeof *o_ref);
     lse_ref = malloc(n_rows * sizeof *lse_ref);
@@ -209,12 +230,20 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
     tensor_fill_random(&q, &rng);
     tensor_fill_random(&k, &rng);
     tensor_fill_random(&v, &rng);
+    if (tc->alibi) /* slopes in (0, 0.5]: strong enough to matter over a few dozen keys */
+        for (size_t i = 0; i < alibi.bytes / 4; i++) ((float *)alibi.host)[i] = (float)(0.5 * rand_unit(&rng));
+    if (tc->bias) { /* normal scores with about one key in eight masked */
+        tensor_fill_random(&bias, &rng);
+        for (size_t i = 0; i < bias.bytes / xfa_dtype_size(tc->bias_dtype); i++)
+            if (xfa_test_rand_u64(&rng) % 8 == 0) xfa_store_f32(bias.host, tc->bias_dtype, (int64_t)i, -INFINITY);
+    }
     memset(o.host, POISON_BYTE, o.bytes);
     if (tc->lse) memset(lse.host, POISON_BYTE, lse.bytes);
 
     xfa_status st;
     if ((st = tensor_upload(ctx, &q)) || (st = tensor_upload(ctx, &k)) || (st = tensor_upload(ctx, &v)) ||
-        (st = tensor_upload(ctx, &o)) || (tc->lse && (st = tensor_upload(ctx, &lse)))) {
+        (st = tensor_upload(ctx, &o)) || (tc->lse && (st = tensor_upload(ctx, &lse))) ||
+        (tc->alibi && (st = tensor_upload(ctx, &alibi))) || (tc->bias && (st = tensor_upload(ctx, &bias)))) {
         r = fail_setup(r, ctx, st, "buffer setup");
         goto done;
     }
@@ -222,6 +251,11 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
     xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
     params.softmax_scale = tc->scale;
     params.causal = tc->causal;
+    params.window_left = tc->window_left;
+    params.window_right = tc->window_right;
+    params.softcap = tc->softcap;
+    params.alibi_slopes = tc->alibi ? &alibi.view : NULL;
+    params.bias = tc->bias ? &bias.view : NULL;
     xfa_plan plan;
     if (tc->Br || tc->Bc) {
         if ((st = xfa_plan_get(ctx, (uint32_t)D, tc->dtype, &plan))) {
@@ -250,12 +284,14 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
     }
 
     /* reference from the same (rounded) inputs */
-    xfa_reference_problem p;
-    p.q = xfa_host_view_of(&q.view, q.host);
-    p.k = xfa_host_view_of(&k.view, k.host);
-    p.v = xfa_host_view_of(&v.view, v.host);
-    p.scale = tc->scale != 0.0f ? tc->scale : 1.0 / sqrt((double)D);
-    p.causal = tc->causal;
+    xfa_reference_problem p = xfa_reference_problem_make(
+        xfa_host_view_of(&q.view, q.host), xfa_host_view_of(&k.view, k.host), xfa_host_view_of(&v.view, v.host),
+        tc->scale != 0.0f ? tc->scale : 1.0 / sqrt((double)D), tc->causal);
+    p.window_left = tc->window_left;
+    p.window_right = tc->window_right;
+    p.softcap = tc->softcap;
+    if (tc->alibi) p.alibi = xfa_host_view_of(&alibi.view, alibi.host);
+    if (tc->bias) p.bias = xfa_host_view_of(&bias.view, bias.host);
     if (!tc->skip_reference && xfa_reference_forward(&p, o_ref, lse_ref)) {
         r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "reference");
         goto done;
@@ -354,6 +390,8 @@ done:
     tensor_free(&v);
     tensor_free(&o);
     if (tc->lse) tensor_free(&lse);
+    if (tc->alibi) tensor_free(&alibi);
+    if (tc->bias) tensor_free(&bias);
     free(o_ref);
     free(lse_ref);
     free(o_got);

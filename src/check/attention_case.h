@@ -35,6 +35,12 @@ typedef struct xfa_test_case {
     xfa_test_layout layout;
     int64_t row_pad;   /* extra elements between consecutive rows of each tensor (non-contiguous views) */
     uint32_t Br, Bc;   /* nonzero: override the plan's tile sizes */
+    int64_t window_left, window_right; /* -1: no limit (xfa_test_case_make sets both) */
+    float softcap;     /* 0: off */
+    bool alibi;        /* random ALiBi slopes, shape (1, 1, Hq, 1) or, with per_batch, (B, 1, Hq, 1) */
+    bool bias;         /* random additive bias with some -inf entries (masked keys) */
+    bool per_batch;    /* alibi/bias vary over batch (and bias over heads) rather than broadcast */
+    xfa_dtype bias_dtype; /* f32 or the case's dtype */
     float scale;       /* 0: default 1/sqrt(d) */
     uint64_t seed;
     xfa_test_corruption corrupt; /* test hook (see above) */

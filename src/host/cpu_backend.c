@@ -102,7 +102,8 @@ static xfa_status cpu_device_info(int index, xfa_device_info *info, char *msg)
     info->max_workgroup_size = 1u << 16;
     info->compute_units = (uint32_t)online_cpus();
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
-    info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER;
+    info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
+                     XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI | XFA_FEATURE_BIAS;
     return XFA_SUCCESS;
 }
 
@@ -181,9 +182,7 @@ static xfa_status cpu_buffer_download(xfa_context *ctx, xfa_buffer *buf, size_t 
 
 typedef struct cpu_job {
     const xfa_forward_args *args;
-    const void *q, *k, *v;
-    void *o;
-    float *lse;
+    xfa_cpu_views mem;
     int64_t q_blocks, total;
     atomic_llong next;
 } cpu_job;
@@ -204,7 +203,7 @@ static void *cpu_worker(void *arg)
         const int64_t q_block = item % job->q_blocks;
         const int64_t bh = item / job->q_blocks;
         const int64_t h = bh % job->args->heads_q, b = bh / job->args->heads_q;
-        xfa_cpu_forward_block(job->args, job->q, job->k, job->v, job->o, job->lse, b, h, q_block, scratch);
+        xfa_cpu_forward_block(job->args, &job->mem, b, h, q_block, scratch);
     }
     free(scratch);
     return NULL;
@@ -215,11 +214,13 @@ static xfa_status cpu_forward(xfa_context *ctx, const xfa_forward_args *a)
     const cpu_context *cpu = ctx->impl;
     cpu_job job;
     job.args = a;
-    job.q = view_base(&a->q);
-    job.k = view_base(&a->k);
-    job.v = view_base(&a->v);
-    job.o = (void *)view_base(&a->o);
-    job.lse = a->has_lse ? (float *)view_base(&a->lse) : NULL;
+    job.mem.q = view_base(&a->q);
+    job.mem.k = view_base(&a->k);
+    job.mem.v = view_base(&a->v);
+    job.mem.o = (void *)view_base(&a->o);
+    job.mem.lse = a->has_lse ? (float *)view_base(&a->lse) : NULL;
+    job.mem.alibi = a->has_alibi ? (const float *)view_base(&a->alibi) : NULL;
+    job.mem.bias = a->has_bias ? view_base(&a->bias) : NULL;
     job.q_blocks = (a->seqlen_q + a->plan.Br - 1) / a->plan.Br;
     job.total = a->batch * a->heads_q * job.q_blocks;
     atomic_init(&job.next, 0);

@@ -9,7 +9,6 @@
 #include "cpu_kernel.h"
 
 #include "dtype.h"
-#include "reference.h"
 
 #include <math.h>
 #include <string.h>
@@ -34,46 +33,66 @@ size_t xfa_cpu_scratch_floats(const xfa_plan *plan)
     return 2 * Br * d + 2 * Bc * d + Br * Bc + 2 * Br;
 }
 
-void xfa_cpu_forward_block(const xfa_forward_args *a, const void *q, const void *k, const void *v, void *o, float *lse,
-                           int64_t b, int64_t h, int64_t q_block, float *scratch)
+/* Scaled score plus the optional terms, in natural-log units (see xfa.h). */
+static float score_extras(const xfa_forward_args *a, const xfa_cpu_views *mem, float s, float slope, int64_t b,
+                          int64_t h, int64_t i, int64_t j)
+{
+    if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
+    if (mem->alibi) s -= slope * fabsf((float)(i + a->seqlen_k - a->seqlen_q - j));
+    if (mem->bias) {
+        const int64_t bb = a->bias.shape[0] == 1 ? 0 : b, bh = a->bias.shape[2] == 1 ? 0 : h;
+        s += xfa_load_f32(mem->bias, a->bias.dtype, xfa_tensor_index(&a->bias, bb, i, bh, j));
+    }
+    return s;
+}
+
+void xfa_cpu_forward_block(const xfa_forward_args *a, const xfa_cpu_views *mem, int64_t b, int64_t h, int64_t q_block,
+                           float *scratch)
 {
     const int64_t Br = a->plan.Br, Bc = a->plan.Bc, d = a->head_dim;
     const int64_t Sq = a->seqlen_q, Sk = a->seqlen_k;
     const int64_t hk = h / (a->heads_q / a->heads_kv);
     const int64_t row0 = q_block * Br;
     const int64_t rows = Sq - row0 < Br ? Sq - row0 : Br;
-    const float scale_log2 = (float)(a->scale * LOG2E);
+    /* Without extras, log2(e) is folded into Q so scores come out in log2 units; with
+     * them, scores are finished in natural units and converted afterwards. */
+    const bool extras = a->softcap > 0.0f || mem->alibi || mem->bias;
+    const float q_scale = (float)(extras ? a->scale : a->scale * LOG2E);
+    const float slope = mem->alibi ? mem->alibi[xfa_tensor_index(&a->alibi, a->alibi.shape[0] == 1 ? 0 : b, 0, h, 0)] : 0;
 
     float *Q_tile = scratch, *acc = Q_tile + Br * d, *K_tile = acc + Br * d, *V_tile = K_tile + Bc * d;
     float *S = V_tile + Bc * d, *m_i = S + Br * Bc, *l_i = m_i + Br;
 
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < d; c++)
-            Q_tile[r * d + c] = xfa_load_f32(q, a->dtype, xfa_tensor_index(&a->q, b, row0 + r, h, c)) * scale_log2;
+            Q_tile[r * d + c] = xfa_load_f32(mem->q, a->dtype, xfa_tensor_index(&a->q, b, row0 + r, h, c)) * q_scale;
         m_i[r] = -INFINITY;
         l_i[r] = 0.0f;
     }
     memset(acc, 0, (size_t)(Br * d) * sizeof *acc);
 
-    /* Causal: the last key any row of this block sees; later blocks are skipped. */
-    int64_t key_end = Sk;
-    if (a->causal) {
-        key_end = row0 + rows - 1 + Sk - Sq + 1;
-        if (key_end > Sk) key_end = Sk;
-    }
-    for (int64_t col0 = 0; col0 < key_end; col0 += Bc) {
+    /* The keys any row of this block may see (causal mask and window); blocks outside are skipped. */
+    const int64_t wl = a->window_left, wr = a->window_right, shift = Sk - Sq;
+    int64_t key_begin = 0, key_end = Sk;
+    if (wl >= 0 && row0 + shift - wl > 0) key_begin = row0 + shift - wl;
+    if (wr >= 0 && row0 + rows + shift + wr < Sk) key_end = row0 + rows + shift + wr;
+    for (int64_t col0 = key_begin; col0 < key_end; col0 += Bc) {
         const int64_t cols = key_end - col0 < Bc ? key_end - col0 : Bc;
         for (int64_t c = 0; c < cols; c++)
             for (int64_t x = 0; x < d; x++) {
-                K_tile[c * d + x] = xfa_load_f32(k, a->dtype, xfa_tensor_index(&a->k, b, col0 + c, hk, x));
-                V_tile[c * d + x] = xfa_load_f32(v, a->dtype, xfa_tensor_index(&a->v, b, col0 + c, hk, x));
+                K_tile[c * d + x] = xfa_load_f32(mem->k, a->dtype, xfa_tensor_index(&a->k, b, col0 + c, hk, x));
+                V_tile[c * d + x] = xfa_load_f32(mem->v, a->dtype, xfa_tensor_index(&a->v, b, col0 + c, hk, x));
             }
         for (int64_t r = 0; r < rows; r++) {
             float *S_row = S + r * Bc;
             float row_max = -INFINITY;
             for (int64_t c = 0; c < cols; c++) {
+                const int64_t i = row0 + r, j = col0 + c;
                 float s = -INFINITY;
-                if (xfa_visible(a->causal, row0 + r, col0 + c, Sq, Sk)) s = dot(Q_tile + r * d, K_tile + c * d, d);
+                if (xfa_key_visible(wl, wr, i, j, Sq, Sk)) {
+                    s = dot(Q_tile + r * d, K_tile + c * d, d);
+                    if (extras) s = score_extras(a, mem, s, slope, b, h, i, j) * (float)LOG2E;
+                }
                 S_row[c] = s;
                 row_max = fmaxf(row_max, s);
             }
@@ -100,9 +119,9 @@ void xfa_cpu_forward_block(const xfa_forward_args *a, const void *q, const void 
     for (int64_t r = 0; r < rows; r++) {
         const float inv_l = l_i[r] > 0.0f ? 1.0f / l_i[r] : 0.0f;
         for (int64_t x = 0; x < d; x++)
-            xfa_store_f32(o, a->dtype, xfa_tensor_index(&a->o, b, row0 + r, h, x), acc[r * d + x] * inv_l);
-        if (lse)
-            lse[xfa_tensor_index(&a->lse, b, row0 + r, h, 0)] =
+            xfa_store_f32(mem->o, a->dtype, xfa_tensor_index(&a->o, b, row0 + r, h, x), acc[r * d + x] * inv_l);
+        if (mem->lse)
+            mem->lse[xfa_tensor_index(&a->lse, b, row0 + r, h, 0)] =
                 l_i[r] > 0.0f ? (float)((m_i[r] + log2((double)l_i[r])) * LN2) : -INFINITY;
     }
 }

@@ -22,7 +22,13 @@ typedef struct xfa_forward_args {
     xfa_dtype dtype;     /* of q, k, v, o */
     int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
     float scale;         /* softmax scale, default resolved */
-    bool causal;
+    bool causal;         /* true exactly when params.causal; then window_right == 0 */
+    int64_t window_left, window_right; /* -1: unlimited; see xfa_key_visible() */
+    float softcap;       /* 0: off */
+    bool has_alibi;      /* alibi: f32 (1|B, 1, Hq, 1) */
+    xfa_tensor alibi;
+    bool has_bias;       /* bias: (1|B, Sq, 1|Hq, Sk), f32 or dtype */
+    xfa_tensor bias;
     xfa_plan plan;       /* the plan to run (library's or the caller's, checked) */
 } xfa_forward_args;
 
@@ -106,6 +112,16 @@ xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *pa
 xfa_status xfa_validate_tensor(xfa_context *ctx, const char *name, const xfa_tensor *t);
 /* Nonzero if head_dim is in the supported set. */
 bool xfa_head_dim_supported(int64_t head_dim);
+
+/* Whether query row i may attend key j: the causal mask and the sliding window,
+ * both aligned to the bottom-right corner (row i's diagonal is key i + Sk - Sq).
+ * Every backend and the reference decide visibility by this rule. */
+static inline bool xfa_key_visible(int64_t window_left, int64_t window_right, int64_t i, int64_t j, int64_t seqlen_q,
+                                   int64_t seqlen_k)
+{
+    const int64_t diagonal = i + seqlen_k - seqlen_q;
+    return (window_left < 0 || j >= diagonal - window_left) && (window_right < 0 || j <= diagonal + window_right);
+}
 
 /* Element offset of (b, s, h, d) in a view. */
 static inline int64_t xfa_tensor_index(const xfa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d)

@@ -2,6 +2,7 @@
 #include "reference.h"
 
 #include "dtype.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +35,44 @@ static double *gather(const xfa_host_view *t)
     return out;
 }
 
+xfa_reference_problem xfa_reference_problem_make(xfa_host_view q, xfa_host_view k, xfa_host_view v, double scale,
+                                                 bool causal)
+{
+    xfa_reference_problem p;
+    memset(&p, 0, sizeof p);
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.scale = scale;
+    p.causal = causal;
+    p.window_left = -1;
+    p.window_right = -1;
+    return p;
+}
+
+static double view_at(const xfa_host_view *t, int64_t b, int64_t s, int64_t h, int64_t d)
+{
+    /* broadcast dimensions of size 1 */
+    if (t->shape[0] == 1) b = 0;
+    if (t->shape[2] == 1) h = 0;
+    return xfa_load_f32(t->data, t->dtype, b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3]);
+}
+
+static bool visible(const xfa_reference_problem *p, int64_t i, int64_t j)
+{
+    return xfa_key_visible(p->window_left, p->causal ? 0 : p->window_right, i, j, p->q.shape[1], p->k.shape[1]);
+}
+
+/* Softcap, ALiBi and bias applied to a scaled score, in double. */
+static double score_extras(const xfa_reference_problem *p, double s, int64_t b, int64_t h, int64_t i, int64_t j)
+{
+    if (p->softcap > 0) s = p->softcap * tanh(s / p->softcap);
+    if (p->alibi.data)
+        s -= view_at(&p->alibi, b, 0, h, 0) * fabs((double)(i + p->k.shape[1] - p->q.shape[1] - j));
+    if (p->bias.data) s += view_at(&p->bias, b, i, h, j);
+    return s;
+}
+
 xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, double *lse)
 {
     const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
@@ -51,10 +90,10 @@ xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, doub
                 double *out = o + ((b * Sq + i) * Hq + h) * D;
                 double max = -INFINITY;
                 for (int64_t j = 0; j < Sk; j++) {
-                    if (!xfa_visible(p->causal, i, j, Sq, Sk)) { score[j] = -INFINITY; continue; }
+                    if (!visible(p, i, j)) { score[j] = -INFINITY; continue; }
                     double dot = 0;
                     for (int64_t d = 0; d < D; d++) dot += q_row[d] * K_head[j * D + d];
-                    score[j] = dot * p->scale;
+                    score[j] = score_extras(p, dot * p->scale, b, h, i, j);
                     if (score[j] > max) max = score[j];
                 }
                 memset(out, 0, (size_t)D * sizeof *out);
@@ -99,10 +138,11 @@ xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype prec,
                 /* S = Q K^T * scale, f32 accumulation, stored in the dtype */
                 float max = -INFINITY;
                 for (int64_t j = 0; j < Sk; j++) {
-                    if (!xfa_visible(p->causal, i, j, Sq, Sk)) { prob[j] = -INFINITY; continue; }
+                    if (!visible(p, i, j)) { prob[j] = -INFINITY; continue; }
                     float dot = 0;
                     for (int64_t d = 0; d < D; d++) dot += (float)q_row[d] * (float)K_head[j * D + d];
-                    prob[j] = xfa_round_to(prec, xfa_round_to(prec, dot) * scale);
+                    const float scaled = xfa_round_to(prec, xfa_round_to(prec, dot) * scale);
+                    prob[j] = xfa_round_to(prec, (float)score_extras(p, scaled, b, h, i, j));
                     if (prob[j] > max) max = prob[j];
                 }
                 /* P = softmax(S) computed in f32, stored in the dtype */

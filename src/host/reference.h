@@ -31,8 +31,16 @@ xfa_host_view xfa_host_view_of(const xfa_tensor *t, const void *buffer_base);
 typedef struct xfa_reference_problem {
     xfa_host_view q, k, v; /* shapes as in xfa_attention_forward */
     double scale;          /* already resolved (not 0 for default) */
-    bool causal;           /* bottom-right aligned */
+    bool causal;           /* bottom-right aligned; implies window_right = 0 */
+    int64_t window_left, window_right; /* -1: no limit */
+    double softcap;        /* 0: off */
+    xfa_host_view alibi;   /* (1|B, 1, Hq, 1) f32 slopes; data NULL: off */
+    xfa_host_view bias;    /* (1|B, Sq, 1|Hq, Sk); data NULL: off */
 } xfa_reference_problem;
+
+/* A problem with no window, softcap, ALiBi or bias. */
+xfa_reference_problem xfa_reference_problem_make(xfa_host_view q, xfa_host_view k, xfa_host_view v, double scale,
+                                                 bool causal);
 
 /* o: B*Sq*Hq*D doubles in BSHD order; lse: B*Hq*Sq doubles in (B, H, S) order, or NULL.
  * Rows that see no key get o = 0 and lse = -inf. Returns XFA_ERROR_OUT_OF_HOST_MEMORY on allocation failure. */
@@ -40,12 +48,6 @@ xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, doub
 
 /* Unfused attention in the dtype's precision; o: B*Sq*Hq*D floats in BSHD order (values rounded to the dtype). */
 xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype precision, float *o);
-
-/* True if query row i (of seqlen_q) may attend key j (of seqlen_k). */
-static inline bool xfa_visible(bool causal, int64_t i, int64_t j, int64_t seqlen_q, int64_t seqlen_k)
-{
-    return !causal || j <= i + seqlen_k - seqlen_q;
-}
 
 #ifdef __cplusplus
 }

@@ -135,6 +135,63 @@ static xfa_status require_same(xfa_context *ctx, const char *a_name, const xfa_t
                     dim_names[ai], (long long)a->shape[ai], b_name, bi, dim_names[bi], (long long)b->shape[bi]);
 }
 
+/* The optional parts of a call: scale, window, softcap, ALiBi slopes, bias. */
+static xfa_status validate_extras(xfa_context *ctx, const xfa_attention_params *p, const xfa_tensor *q,
+                                  const xfa_tensor *k)
+{
+    xfa_status st;
+    const int64_t B = q->shape[0], Sq = q->shape[1], Hq = q->shape[2], Sk = k->shape[1];
+    if (!isfinite(p->softmax_scale))
+        return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "params.softmax_scale is %g; it must be finite",
+                        (double)p->softmax_scale);
+    if (p->window_left < -1 || p->window_right < -1)
+        return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT,
+                        "params.window_left = %lld, window_right = %lld; each is >= 0, or -1 for no limit",
+                        (long long)p->window_left, (long long)p->window_right);
+    if (p->causal && p->window_right > 0)
+        return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT,
+                        "params.causal with window_right = %lld: causal means window_right = 0",
+                        (long long)p->window_right);
+    if (!(p->softcap >= 0.0f) || !isfinite(p->softcap))
+        return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "params.softcap is %g; it must be finite and >= 0 (0: off)",
+                        (double)p->softcap);
+
+    if (p->causal && (st = require_feature(ctx, XFA_FEATURE_CAUSAL, "causal masking"))) return st;
+    if ((p->window_left >= 0 || (!p->causal && p->window_right >= 0)) &&
+        (st = require_feature(ctx, XFA_FEATURE_WINDOW, "a sliding window (params.window_left/right)")))
+        return st;
+    if (p->softcap > 0.0f && (st = require_feature(ctx, XFA_FEATURE_SOFTCAP, "softcap"))) return st;
+
+    if (p->alibi_slopes) {
+        const xfa_tensor *a = p->alibi_slopes;
+        if ((st = xfa_validate_tensor(ctx, "alibi_slopes", a))) return st;
+        if (a->dtype != XFA_DTYPE_F32)
+            return xfa_fail(ctx, XFA_ERROR_DTYPE_MISMATCH, "alibi_slopes.dtype is %s; ALiBi slopes are f32",
+                            xfa_dtype_name(a->dtype));
+        if ((a->shape[0] != 1 && a->shape[0] != B) || a->shape[1] != 1 || a->shape[2] != Hq || a->shape[3] != 1)
+            return xfa_fail(ctx, XFA_ERROR_SHAPE_MISMATCH,
+                            "alibi_slopes has shape (%lld, %lld, %lld, %lld); it must be (1 or %lld, 1, %lld, 1)",
+                            (long long)a->shape[0], (long long)a->shape[1], (long long)a->shape[2],
+                            (long long)a->shape[3], (long long)B, (long long)Hq);
+        if ((st = require_feature(ctx, XFA_FEATURE_ALIBI, "ALiBi slopes"))) return st;
+    }
+    if (p->bias) {
+        const xfa_tensor *b = p->bias;
+        if ((st = xfa_validate_tensor(ctx, "bias", b))) return st;
+        if (b->dtype != XFA_DTYPE_F32 && b->dtype != q->dtype)
+            return xfa_fail(ctx, XFA_ERROR_DTYPE_MISMATCH, "bias.dtype is %s; it must be f32 or q's dtype %s",
+                            xfa_dtype_name(b->dtype), xfa_dtype_name(q->dtype));
+        if ((b->shape[0] != 1 && b->shape[0] != B) || b->shape[1] != Sq || (b->shape[2] != 1 && b->shape[2] != Hq) ||
+            b->shape[3] != Sk)
+            return xfa_fail(ctx, XFA_ERROR_SHAPE_MISMATCH,
+                            "bias has shape (%lld, %lld, %lld, %lld); it must be (1 or %lld, %lld, 1 or %lld, %lld)",
+                            (long long)b->shape[0], (long long)b->shape[1], (long long)b->shape[2],
+                            (long long)b->shape[3], (long long)B, (long long)Sq, (long long)Hq, (long long)Sk);
+        if ((st = require_feature(ctx, XFA_FEATURE_BIAS, "an additive bias"))) return st;
+    }
+    return XFA_SUCCESS;
+}
+
 xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *params, const xfa_tensor *q,
                                 const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o, const xfa_tensor *lse,
                                 xfa_forward_args *args)
@@ -180,21 +237,21 @@ xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *pa
         return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim %lld is not supported: use a multiple of %d from %d to %d",
                         (long long)q->shape[3], XFA_HEAD_DIM_STEP, XFA_HEAD_DIM_MIN, XFA_HEAD_DIM_MAX);
 
-    for (int i = 0; i < 3; i++)
-        if (views_intersect(o, views[i]))
-            return xfa_fail(ctx, XFA_ERROR_ALIASING, "o overlaps %s in memory", names[i]);
-    if (lse)
-        for (int i = 0; i < 4; i++)
-            if (views_intersect(lse, views[i]))
-                return xfa_fail(ctx, XFA_ERROR_ALIASING, "lse overlaps %s in memory", names[i]);
-
     const xfa_attention_params defaults = XFA_ATTENTION_PARAMS_DEFAULT;
     if (!params) params = &defaults;
-    if (!isfinite(params->softmax_scale))
-        return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "params.softmax_scale is %g; it must be finite",
-                        (double)params->softmax_scale);
+    if ((st = validate_extras(ctx, params, q, k))) return st;
 
-    if (params->causal && (st = require_feature(ctx, XFA_FEATURE_CAUSAL, "causal masking"))) return st;
+    /* outputs must not overlap any input (or each other) */
+    const xfa_tensor *const inputs[6] = {q, k, v, params->alibi_slopes, params->bias, o};
+    static const char *const input_names[6] = {"q", "k", "v", "alibi_slopes", "bias", "o"};
+    for (int i = 0; i < 5; i++)
+        if (inputs[i] && views_intersect(o, inputs[i]))
+            return xfa_fail(ctx, XFA_ERROR_ALIASING, "o overlaps %s in memory", input_names[i]);
+    if (lse)
+        for (int i = 0; i < 6; i++)
+            if (inputs[i] && views_intersect(lse, inputs[i]))
+                return xfa_fail(ctx, XFA_ERROR_ALIASING, "lse overlaps %s in memory", input_names[i]);
+
     if (lse && (st = require_feature(ctx, XFA_FEATURE_LSE, "the LSE output"))) return st;
     if (q->shape[2] != k->shape[2] && (st = require_feature(ctx, XFA_FEATURE_GQA, "fewer K/V heads than Q heads (GQA)")))
         return st;
@@ -217,5 +274,12 @@ xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *pa
     args->head_dim = q->shape[3];
     args->scale = params->softmax_scale != 0.0f ? params->softmax_scale : (float)(1.0 / sqrt((double)q->shape[3]));
     args->causal = params->causal != 0;
+    args->window_left = params->window_left;
+    args->window_right = args->causal ? 0 : params->window_right;
+    args->softcap = params->softcap;
+    args->has_alibi = params->alibi_slopes != NULL;
+    if (args->has_alibi) args->alibi = *params->alibi_slopes;
+    args->has_bias = params->bias != NULL;
+    if (args->has_bias) args->bias = *params->bias;
     return XFA_SUCCESS;
 }
