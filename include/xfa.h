@@ -129,7 +129,8 @@ enum {
     XFA_FEATURE_SOFTCAP = 1u << 5,      /* softcap * tanh(s / softcap) */
     XFA_FEATURE_ENGINE_HANDLES = 1u << 6, /* context/buffers from caller's native handles */
     XFA_FEATURE_ALIBI = 1u << 7,        /* per-head ALiBi slopes */
-    XFA_FEATURE_BIAS = 1u << 8          /* additive score bias / mask tensor */
+    XFA_FEATURE_BIAS = 1u << 8,         /* additive score bias / mask tensor */
+    XFA_FEATURE_BACKWARD = 1u << 9      /* xfa_attention_backward */
 };
 
 /* Head dims: multiples of XFA_HEAD_DIM_STEP from XFA_HEAD_DIM_MIN to XFA_HEAD_DIM_MAX. */
@@ -293,6 +294,22 @@ typedef struct xfa_attention_params {
 xfa_status xfa_attention_forward(xfa_context *ctx, const xfa_attention_params *params,
                                  const xfa_tensor *q, const xfa_tensor *k, const xfa_tensor *v,
                                  const xfa_tensor *o, const xfa_tensor *lse);
+
+/*
+ * The gradients of the forward pass: given dO = dLoss/dO, writes dQ, dK and
+ * dV (same shapes and dtype as q, k and v). `o` and `lse` are the forward
+ * pass's outputs for the same inputs and params (the LSE is required: P is
+ * recomputed block by block from it, so no N x N matrix is stored, as in
+ * FlashAttention-2). With GQA, dK and dV sum over the query heads that share a
+ * K/V head. ALiBi slopes and the bias get no gradient. Deterministic: the same
+ * inputs give the same bits on the same device.
+ *
+ *   d_o: like o      dq: like q      dk, dv: like k and v
+ */
+xfa_status xfa_attention_backward(xfa_context *ctx, const xfa_attention_params *params, const xfa_tensor *q,
+                                  const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o,
+                                  const xfa_tensor *d_o, const xfa_tensor *lse, const xfa_tensor *dq,
+                                  const xfa_tensor *dk, const xfa_tensor *dv);
 
 /* Floating-point operations of a forward call as benchmarks count them:
  * 4*B*Hq*Sq*Sk*D, halved for causal when Sq == Sk. */

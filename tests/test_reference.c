@@ -175,6 +175,54 @@ START_TEST(test_against_naive)
 }
 END_TEST
 
+/* L = sum(O * G) as a function of the inputs, for finite differences. */
+static double loss(const xfa_reference_problem *p, const float *g, double *o_scratch, size_t n)
+{
+    ck_assert_int_eq(xfa_reference_forward(p, o_scratch, NULL), XFA_SUCCESS);
+    double l = 0;
+    for (size_t i = 0; i < n; i++) l += o_scratch[i] * g[i];
+    return l;
+}
+
+/* The analytic backward of the reference against central differences, on tiny shapes
+ * with each feature that changes the gradient (causal, GQA, softcap, ALiBi, bias, window). */
+START_TEST(test_backward_finite_differences)
+{
+    enum { Sq = 3, Sk = 4, Hq = 2, Hkv = 1, D = 3 };
+    float q[Sq * Hq * D], k[Sk * Hkv * D], v[Sk * Hkv * D], g[Sq * Hq * D], slopes[Hq] = {0.3f, 0.7f};
+    float bias[Sq * Sk];
+    uint64_t rng = 77 + (uint64_t)_i;
+    for (int i = 0; i < Sq * Hq * D; i++) q[i] = (float)xfa_test_rand_normal(&rng), g[i] = (float)xfa_test_rand_normal(&rng);
+    for (int i = 0; i < Sk * Hkv * D; i++) k[i] = (float)xfa_test_rand_normal(&rng), v[i] = (float)xfa_test_rand_normal(&rng);
+    for (int i = 0; i < Sq * Sk; i++) bias[i] = (float)xfa_test_rand_normal(&rng);
+    xfa_reference_problem p = xfa_reference_problem_make(contiguous(q, 1, Sq, Hq, D), contiguous(k, 1, Sk, Hkv, D),
+                                                         contiguous(v, 1, Sk, Hkv, D), 0.8, _i == 1);
+    if (_i == 2) p.softcap = 1.5;
+    if (_i == 3) p.alibi = contiguous(slopes, 1, 1, Hq, 1);
+    if (_i == 4) p.bias = contiguous(bias, 1, Sq, 1, Sk);
+    if (_i == 5) p.window_left = 1, p.window_right = 0;
+    const xfa_host_view gv = contiguous(g, 1, Sq, Hq, D);
+    double dq[Sq * Hq * D], dk[Sk * Hkv * D], dv[Sk * Hkv * D], o[Sq * Hq * D];
+    ck_assert_int_eq(xfa_reference_backward(&p, &gv, dq, dk, dv), XFA_SUCCESS);
+
+    float *const inputs[3] = {q, k, v};
+    const double *const grads[3] = {dq, dk, dv};
+    const int counts[3] = {Sq * Hq * D, Sk * Hkv * D, Sk * Hkv * D};
+    for (int t = 0; t < 3; t++)
+        for (int e = 0; e < counts[t]; e++) {
+            const float keep = inputs[t][e];
+            inputs[t][e] = keep + 1e-2f;
+            const double up_x = inputs[t][e], up = loss(&p, g, o, Sq * Hq * D);
+            inputs[t][e] = keep - 1e-2f;
+            const double down_x = inputs[t][e], down = loss(&p, g, o, Sq * Hq * D);
+            inputs[t][e] = keep;
+            const double numeric = (up - down) / (up_x - down_x);
+            ck_assert_msg(fabs(numeric - grads[t][e]) <= 1e-4 * fmax(1.0, fabs(numeric)),
+                          "variant %d tensor %d element %d: analytic %.8f numeric %.8f", _i, t, e, grads[t][e], numeric);
+        }
+}
+END_TEST
+
 START_TEST(test_f16_conversion)
 {
     ck_assert_uint_eq(xfa_f32_to_f16(1.0f), 0x3c00);
@@ -212,6 +260,7 @@ static Suite *reference_suite(void)
     tcase_add_test(tc, test_empty_rows);
     tcase_add_test(tc, test_hand_worked_extras);
     tcase_add_loop_test(tc, test_against_naive, 0, 3);
+    tcase_add_loop_test(tc, test_backward_finite_differences, 0, 6);
     tcase_add_test(tc, test_f16_conversion);
     tcase_add_test(tc, test_bf16_conversion);
     suite_add_tcase(s, tc);

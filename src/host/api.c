@@ -239,3 +239,21 @@ xfa_status xfa_attention_forward(xfa_context *ctx, const xfa_attention_params *p
     if ((st = resolve_plan(ctx, params, &args))) return st;
     return ctx->ops->forward(ctx, &args);
 }
+
+xfa_status xfa_attention_backward(xfa_context *ctx, const xfa_attention_params *params, const xfa_tensor *q,
+                                  const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o,
+                                  const xfa_tensor *d_o, const xfa_tensor *lse, const xfa_tensor *dq,
+                                  const xfa_tensor *dk, const xfa_tensor *dv)
+{
+    if (!ctx) return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "ctx is NULL");
+    xfa_clear_error(ctx);
+    xfa_backward_args args;
+    memset(&args, 0, sizeof args);
+    xfa_status st = xfa_validate_backward(ctx, params, q, k, v, o, d_o, lse, dq, dk, dv, &args);
+    if (st) return st;
+    if (!ctx->ops->backward)
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "the %s backend has no backward pass",
+                        xfa_backend_name(ctx->info.backend));
+    if ((st = resolve_plan(ctx, params, &args.fwd))) return st;
+    return ctx->ops->backward(ctx, &args);
+}

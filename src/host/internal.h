@@ -32,6 +32,13 @@ typedef struct xfa_forward_args {
     xfa_plan plan;       /* the plan to run (library's or the caller's, checked) */
 } xfa_forward_args;
 
+/* A backward call after validation: the forward arguments (o and lse are the
+ * forward's outputs, here inputs) plus the incoming and outgoing gradients. */
+typedef struct xfa_backward_args {
+    xfa_forward_args fwd;
+    xfa_tensor d_o, dq, dk, dv;
+} xfa_backward_args;
+
 /*
  * The backend interface. Slots that take a context report errors with
  * xfa_fail(ctx, ...), which the public call returns to the caller; device_count
@@ -68,6 +75,9 @@ typedef struct xfa_backend_ops {
     xfa_status (*forward)(xfa_context *ctx, const xfa_forward_args *args);
     /* Waits for everything enqueued on the context. */
     xfa_status (*synchronize)(xfa_context *ctx);
+
+    /* Optional (NULL: XFA_FEATURE_BACKWARD is not offered). Enqueues the backward pass. */
+    xfa_status (*backward)(xfa_context *ctx, const xfa_backward_args *args);
 } xfa_backend_ops;
 
 struct xfa_context {
@@ -108,6 +118,11 @@ void xfa_set_thread_error(const char *text);
 xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *params,
                                 const xfa_tensor *q, const xfa_tensor *k, const xfa_tensor *v,
                                 const xfa_tensor *o, const xfa_tensor *lse, xfa_forward_args *args);
+/* validate.c: checks a backward call and fills args (plan left for the caller). */
+xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *params, const xfa_tensor *q,
+                                 const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o, const xfa_tensor *d_o,
+                                 const xfa_tensor *lse, const xfa_tensor *dq, const xfa_tensor *dk,
+                                 const xfa_tensor *dv, xfa_backward_args *args);
 /* Checks one view on its own: dtype, dims > 0, strides, alignment, overflow, bounds. */
 xfa_status xfa_validate_tensor(xfa_context *ctx, const char *name, const xfa_tensor *t);
 /* Nonzero if head_dim is in the supported set. */

@@ -166,3 +166,105 @@ done:
     free(V);
     return st;
 }
+
+/*
+ * Backward, for one (batch, head) at a time with the whole Sq x Sk matrices:
+ *   P = softmax(S), dP_ij = dO_i . V_j, D_i = sum_j P_ij dP_ij,
+ *   dS_ij = P_ij (dP_ij - D_i) * dcap_ij      (dcap: the softcap's derivative, else 1)
+ *   dQ_i = scale sum_j dS_ij K_j,  dK_j += scale sum_i dS_ij Q_i,  dV_j += sum_i P_ij dO_i.
+ * `round_to_dtype` rounds every stored matrix to `prec` (the unfused yardstick).
+ */
+static xfa_status backward(const xfa_reference_problem *p, const xfa_host_view *d_o, bool round_to_dtype,
+                           xfa_dtype prec, double *dq, double *dk, double *dv)
+{
+#define R(x) (round_to_dtype ? (double)xfa_round_to(prec, (float)(x)) : (x))
+    const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
+    const int64_t Sk = p->k.shape[1], Hkv = p->k.shape[2], group = Hq / Hkv;
+    const size_t n_kv = (size_t)(B * Sk * Hkv * D), n_mat = (size_t)(Sq * Sk);
+    double *P = malloc(n_mat * sizeof *P), *dS = malloc(n_mat * sizeof *dS), *dcap = malloc(n_mat * sizeof *dcap);
+    double *Q = gather(&p->q), *K = gather(&p->k), *V = gather(&p->v), *dO = gather(d_o);
+    xfa_status st = XFA_ERROR_OUT_OF_HOST_MEMORY;
+    if (!P || !dS || !dcap || !Q || !K || !V || !dO) goto done;
+    memset(dk, 0, n_kv * sizeof *dk);
+    memset(dv, 0, n_kv * sizeof *dv);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++) {
+            const int64_t hk = h / group;
+            const double *Qh = Q + (b * Hq + h) * Sq * D, *dOh = dO + (b * Hq + h) * Sq * D;
+            const double *Kh = K + (b * Hkv + hk) * Sk * D, *Vh = V + (b * Hkv + hk) * Sk * D;
+            for (int64_t i = 0; i < Sq; i++) {
+                double *Pi = P + i * Sk, max = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < Sk; j++) {
+                    Pi[j] = -INFINITY;
+                    dcap[i * Sk + j] = 0;
+                    if (!visible(p, i, j)) continue;
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; d++) dot += Qh[i * D + d] * Kh[j * D + d];
+                    const double x = R(R(dot) * p->scale);
+                    Pi[j] = R(score_extras(p, x, b, h, i, j));
+                    const double t = p->softcap > 0 ? tanh(x / p->softcap) : 0;
+                    dcap[i * Sk + j] = 1 - t * t;
+                    if (Pi[j] > max) max = Pi[j];
+                }
+                for (int64_t j = 0; j < Sk; j++) {
+                    Pi[j] = max == -INFINITY || Pi[j] == -INFINITY ? 0 : exp(Pi[j] - max);
+                    sum += Pi[j];
+                }
+                for (int64_t j = 0; j < Sk; j++) Pi[j] = sum > 0 ? R(Pi[j] / sum) : 0;
+                double Di = 0;
+                for (int64_t j = 0; j < Sk; j++) {
+                    double dp = 0;
+                    for (int64_t d = 0; d < D; d++) dp += dOh[i * D + d] * Vh[j * D + d];
+                    dS[i * Sk + j] = R(dp);
+                    Di += Pi[j] * dS[i * Sk + j];
+                }
+                for (int64_t j = 0; j < Sk; j++) dS[i * Sk + j] = R(Pi[j] * (dS[i * Sk + j] - Di) * dcap[i * Sk + j]);
+            }
+            for (int64_t i = 0; i < Sq; i++) {
+                double *dq_row = dq + ((b * Sq + i) * Hq + h) * D;
+                for (int64_t d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < Sk; j++) acc += dS[i * Sk + j] * Kh[j * D + d];
+                    dq_row[d] = R(acc * p->scale);
+                }
+            }
+            for (int64_t j = 0; j < Sk; j++) {
+                double *dk_row = dk + ((b * Sk + j) * Hkv + hk) * D, *dv_row = dv + ((b * Sk + j) * Hkv + hk) * D;
+                for (int64_t i = 0; i < Sq; i++) {
+                    const double ds = dS[i * Sk + j] * p->scale, pij = P[i * Sk + j];
+                    for (int64_t d = 0; d < D; d++) {
+                        dk_row[d] += ds * Qh[i * D + d];
+                        dv_row[d] += pij * dOh[i * D + d];
+                    }
+                }
+            }
+        }
+    if (round_to_dtype)
+        for (size_t i = 0; i < n_kv; i++) {
+            dk[i] = R(dk[i]);
+            dv[i] = R(dv[i]);
+        }
+    st = XFA_SUCCESS;
+#undef R
+done:
+    free(P);
+    free(dS);
+    free(dcap);
+    free(Q);
+    free(K);
+    free(V);
+    free(dO);
+    return st;
+}
+
+xfa_status xfa_reference_backward(const xfa_reference_problem *p, const xfa_host_view *d_o, double *dq, double *dk,
+                                  double *dv)
+{
+    return backward(p, d_o, false, XFA_DTYPE_F32, dq, dk, dv);
+}
+
+xfa_status xfa_reference_backward_unfused(const xfa_reference_problem *p, const xfa_host_view *d_o, xfa_dtype prec,
+                                          double *dq, double *dk, double *dv)
+{
+    return backward(p, d_o, true, prec, dq, dk, dv);
+}

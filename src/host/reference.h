@@ -46,6 +46,17 @@ xfa_reference_problem xfa_reference_problem_make(xfa_host_view q, xfa_host_view 
  * Rows that see no key get o = 0 and lse = -inf. Returns XFA_ERROR_OUT_OF_HOST_MEMORY on allocation failure. */
 xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, double *lse);
 
+/* Gradients of the forward pass for incoming gradient d_o (shape of o), in double:
+ * dq (B*Sq*Hq*D), dk and dv (B*Sk*Hkv*D), BSHD order. dk, dv sum over a GQA group. */
+xfa_status xfa_reference_backward(const xfa_reference_problem *p, const xfa_host_view *d_o, double *dq, double *dk,
+                                  double *dv);
+
+/* The same, unfused, in the dtype's precision: each intermediate matrix (S, P, dP, dS)
+ * and each gradient rounded to the dtype, as a framework's plain attention backward
+ * stores them. Its error against xfa_reference_backward sets the f16/bf16 tolerance. */
+xfa_status xfa_reference_backward_unfused(const xfa_reference_problem *p, const xfa_host_view *d_o,
+                                          xfa_dtype precision, double *dq, double *dk, double *dv);
+
 /* Unfused attention in the dtype's precision; o: B*Sq*Hq*D floats in BSHD order (values rounded to the dtype). */
 xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype precision, float *o);
 

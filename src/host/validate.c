@@ -283,3 +283,51 @@ xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *pa
     if (args->has_bias) args->bias = *params->bias;
     return XFA_SUCCESS;
 }
+
+/* A gradient must have the shape and dtype of the tensor it belongs to. */
+static xfa_status require_like(xfa_context *ctx, const char *name, const xfa_tensor *t, const char *like_name,
+                               const xfa_tensor *like)
+{
+    xfa_status st;
+    if ((st = xfa_validate_tensor(ctx, name, t))) return st;
+    if (t->dtype != like->dtype)
+        return xfa_fail(ctx, XFA_ERROR_DTYPE_MISMATCH, "%s.dtype is %s but %s.dtype is %s", name,
+                        xfa_dtype_name(t->dtype), like_name, xfa_dtype_name(like->dtype));
+    for (int i = 0; i < 4; i++)
+        if ((st = require_same(ctx, name, t, i, like_name, like, i))) return st;
+    return XFA_SUCCESS;
+}
+
+xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *params, const xfa_tensor *q,
+                                 const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o, const xfa_tensor *d_o,
+                                 const xfa_tensor *lse, const xfa_tensor *dq, const xfa_tensor *dk,
+                                 const xfa_tensor *dv, xfa_backward_args *args)
+{
+    xfa_status st;
+    if (!lse) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "lse is NULL; the backward pass needs the forward's LSE");
+    if ((st = require_feature(ctx, XFA_FEATURE_BACKWARD, "the backward pass"))) return st;
+    /* o and lse are inputs here, but the forward's checks (shapes, dtypes, features) all apply */
+    if ((st = xfa_validate_forward(ctx, params, q, k, v, o, lse, &args->fwd))) return st;
+    if ((st = require_like(ctx, "d_o", d_o, "o", o)) || (st = require_like(ctx, "dq", dq, "q", q)) ||
+        (st = require_like(ctx, "dk", dk, "k", k)) || (st = require_like(ctx, "dv", dv, "v", v)))
+        return st;
+    const xfa_attention_params defaults = XFA_ATTENTION_PARAMS_DEFAULT;
+    if (!params) params = &defaults;
+    const xfa_tensor *const inputs[8] = {q, k, v, o, d_o, lse, params->alibi_slopes, params->bias};
+    static const char *const input_names[8] = {"q", "k", "v", "o", "d_o", "lse", "alibi_slopes", "bias"};
+    const xfa_tensor *const outputs[3] = {dq, dk, dv};
+    static const char *const output_names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 8; j++)
+            if (inputs[j] && views_intersect(outputs[i], inputs[j]))
+                return xfa_fail(ctx, XFA_ERROR_ALIASING, "%s overlaps %s in memory", output_names[i], input_names[j]);
+        for (int j = i + 1; j < 3; j++)
+            if (views_intersect(outputs[i], outputs[j]))
+                return xfa_fail(ctx, XFA_ERROR_ALIASING, "%s overlaps %s in memory", output_names[i], output_names[j]);
+    }
+    args->d_o = *d_o;
+    args->dq = *dq;
+    args->dk = *dk;
+    args->dv = *dv;
+    return XFA_SUCCESS;
+}
