@@ -5,6 +5,7 @@
 #include "dtype.h"
 #include "internal.h"
 #include "reference.h"
+#include "test_tensor.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,8 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#define GUARD_BYTES 64
-#define POISON_BYTE 0xFF /* all-ones: a NaN in f32, f16 and bf16 */
 
 uint64_t xfa_test_rand_u64(uint64_t *state)
 {
@@ -67,6 +66,19 @@ xfa_test_case xfa_test_case_random(uint64_t seed, xfa_dtype dtype)
     return tc;
 }
 
+xfa_attention_params xfa_test_case_params(const xfa_test_case *tc, const xfa_tensor *alibi, const xfa_tensor *bias)
+{
+    xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
+    params.softmax_scale = tc->scale;
+    params.causal = tc->causal;
+    params.window_left = tc->window_left;
+    params.window_right = tc->window_right;
+    params.softcap = tc->softcap;
+    params.alibi_slopes = tc->alibi ? alibi : NULL;
+    params.bias = tc->bias ? bias : NULL;
+    return params;
+}
+
 void xfa_test_case_describe(const xfa_test_case *tc, char *out, size_t size)
 {
     char extras[128] = "";
@@ -84,14 +96,7 @@ void xfa_test_case_describe(const xfa_test_case *tc, char *out, size_t size)
              tc->Br, tc->Bc, (unsigned long long)tc->seed);
 }
 
-/* One tensor of the case: its view, a host copy of its whole buffer, and the device buffer. */
-typedef struct test_tensor {
-    xfa_tensor view;
-    unsigned char *host;
-    size_t bytes;
-} test_tensor;
-
-static void layout_strides(const xfa_test_case *tc, int64_t S, int64_t H, int64_t stride[4])
+void xfa_test_layout_strides(const xfa_test_case *tc, int64_t S, int64_t H, int64_t stride[4])
 {
     const int64_t D = tc->head_dim;
     stride[3] = 1;
@@ -103,71 +108,6 @@ static void layout_strides(const xfa_test_case *tc, int64_t S, int64_t H, int64_
         stride[1] = D + tc->row_pad;
         stride[2] = S * stride[1];
         stride[0] = H * stride[2];
-    }
-}
-
-static bool tensor_alloc(test_tensor *t, xfa_dtype dtype, const int64_t shape[4], const int64_t stride[4])
-{
-    memset(t, 0, sizeof *t);
-    t->view.dtype = dtype;
-    memcpy(t->view.shape, shape, sizeof t->view.shape);
-    memcpy(t->view.stride, stride, sizeof t->view.stride);
-    t->view.offset = GUARD_BYTES;
-    t->bytes = GUARD_BYTES + xfa_tensor_span_bytes(&t->view) + GUARD_BYTES;
-    t->host = malloc(t->bytes);
-    return t->host != NULL;
-}
-
-static void tensor_fill_random(test_tensor *t, uint64_t *rng)
-{
-    /* Fill everything (gaps and guards too) so nothing reads as zero by accident. */
-    const size_t elem = xfa_dtype_size(t->view.dtype), count = t->bytes / elem;
-    for (size_t i = 0; i < count; i++) xfa_store_f32(t->host, t->view.dtype, (int64_t)i, (float)xfa_test_rand_normal(rng));
-}
-
-static xfa_status tensor_upload(xfa_context *ctx, test_tensor *t)
-{
-    xfa_status st = xfa_buffer_create(ctx, t->bytes, &t->view.buffer);
-    if (st) return st;
-    return xfa_buffer_upload(t->view.buffer, 0, t->host, t->bytes);
-}
-
-static void tensor_free(test_tensor *t)
-{
-    xfa_buffer_destroy(&t->view.buffer);
-    free(t->host);
-    t->host = NULL;
-}
-
-/* Marks which bytes of an output buffer belong to elements of its view. */
-static unsigned char *element_mask(const test_tensor *t)
-{
-    unsigned char *mask = calloc(t->bytes, 1);
-    if (!mask) return NULL;
-    const xfa_tensor *v = &t->view;
-    const size_t elem = xfa_dtype_size(v->dtype);
-    for (int64_t b = 0; b < v->shape[0]; b++)
-        for (int64_t s = 0; s < v->shape[1]; s++)
-            for (int64_t h = 0; h < v->shape[2]; h++)
-                for (int64_t d = 0; d < v->shape[3]; d++) {
-                    const size_t at = v->offset + (size_t)(b * v->stride[0] + s * v->stride[1] + h * v->stride[2] +
-                                                           d * v->stride[3]) * elem;
-                    memset(mask + at, 1, elem);
-                }
-    return mask;
-}
-
-/* Counts poisoned elements and damaged non-element bytes of a downloaded output. */
-static void check_written(const test_tensor *t, const unsigned char *mask, xfa_test_result *r)
-{
-    const size_t elem = xfa_dtype_size(t->view.dtype);
-    for (size_t i = 0; i < t->bytes; i++)
-        if (!mask[i] && t->host[i] != POISON_BYTE) r->guard_damage++;
-    for (size_t i = 0; i + elem <= t->bytes; i += elem) {
-        if (!mask[i]) continue;
-        bool poisoned = true;
-        for (size_t j = 0; j < elem; j++) poisoned = poisoned && t->host[i + j] == POISON_BYTE;
-        if (poisoned) r->unwritten++;
     }
 }
 
@@ -186,90 +126,136 @@ static xfa_test_result fail_setup(xfa_test_result r, xfa_context *ctx, xfa_statu
     return r;
 }
 
-xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
+void xfa_test_inputs_free(xfa_test_inputs *in)
 {
-    xfa_test_result r;
-    memset(&r, 0, sizeof r);
-    const int64_t B = tc->batch, Sq = tc->seqlen_q, Sk = tc->seqlen_k, Hq = tc->heads_q, Hkv = tc->heads_kv,
-                  D = tc->head_dim;
-    int64_t q_stride[4], kv_stride[4];
-    layout_strides(tc, Sq, Hq, q_stride);
-    layout_strides(tc, Sk, Hkv, kv_stride);
-    const int64_t q_shape[4] = {B, Sq, Hq, D}, kv_shape[4] = {B, Sk, Hkv, D};
-    const int64_t lse_shape[4] = {B, Sq, Hq, 1}, lse_stride[4] = {Hq * Sq, 1, Sq, 1};
+    xfa_test_tensor_free(&in->q);
+    xfa_test_tensor_free(&in->k);
+    xfa_test_tensor_free(&in->v);
+    xfa_test_tensor_free(&in->alibi);
+    xfa_test_tensor_free(&in->bias);
+}
 
-    test_tensor q, k, v, o, lse, alibi, bias;
-    memset(&lse, 0, sizeof lse);
-    memset(&alibi, 0, sizeof alibi);
-    memset(&bias, 0, sizeof bias);
-    double *o_ref = NULL, *lse_ref = NULL;
-    float *o_got = NULL, *o_unfused = NULL;
-    unsigned char *o_mask = NULL, *lse_mask = NULL;
-    bool ok = tensor_alloc(&q, tc->dtype, q_shape, q_stride) & tensor_alloc(&k, tc->dtype, kv_shape, kv_stride) &
-              tensor_alloc(&v, tc->dtype, kv_shape, kv_stride) & tensor_alloc(&o, tc->dtype, q_shape, q_stride);
-    if (tc->lse) ok = ok && tensor_alloc(&lse, XFA_DTYPE_F32, lse_shape, lse_stride);
+xfa_status xfa_test_inputs_make(xfa_context *ctx, const xfa_test_case *tc, uint64_t *rng, xfa_test_inputs *in,
+                                char *message, size_t size)
+{
+    const int64_t B = tc->batch, Sq = tc->seqlen_q, Sk = tc->seqlen_k, Hq = tc->heads_q, Hkv = tc->heads_kv;
+    const int64_t D = tc->head_dim;
+    memset(in, 0, sizeof *in);
+    int64_t q_stride[4], kv_stride[4];
+    xfa_test_layout_strides(tc, Sq, Hq, q_stride);
+    xfa_test_layout_strides(tc, Sk, Hkv, kv_stride);
+    const int64_t q_shape[4] = {B, Sq, Hq, D}, kv_shape[4] = {B, Sk, Hkv, D};
+    bool ok = xfa_test_tensor_alloc(&in->q, tc->dtype, q_shape, q_stride) &
+              xfa_test_tensor_alloc(&in->k, tc->dtype, kv_shape, kv_stride) &
+              xfa_test_tensor_alloc(&in->v, tc->dtype, kv_shape, kv_stride);
     if (tc->alibi) {
         const int64_t shape[4] = {tc->per_batch ? B : 1, 1, Hq, 1}, stride[4] = {Hq, 1, 1, 1};
-        ok = ok && tensor_alloc(&alibi, XFA_DTYPE_F32, shape, stride);
+        ok = xfa_test_tensor_alloc(&in->alibi, XFA_DTYPE_F32, shape, stride) && ok;
     }
     if (tc->bias) { /* (B|1, Sq, Hq|1, Sk) stored (B, H, Sq, Sk), the layout frameworks use */
         const int64_t bh = tc->per_batch ? Hq : 1;
         const int64_t shape[4] = {tc->per_batch ? B : 1, Sq, bh, Sk}, stride[4] = {bh * Sq * Sk, Sk, Sq * Sk, 1};
-        ok = ok && tensor_alloc(&bias, tc->bias_dtype, shape, stride);
+        ok = xfa_test_tensor_alloc(&in->bias, tc->bias_dtype, shape, stride) && ok;
     }
+    if (!ok) {
+        snprintf(message, size, "test allocation failed");
+        return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    xfa_test_tensor_fill_random(&in->q, rng);
+    xfa_test_tensor_fill_random(&in->k, rng);
+    xfa_test_tensor_fill_random(&in->v, rng);
+    if (tc->alibi) /* slopes in (0, 0.5]: strong enough to matter over a few dozen keys */
+        for (size_t i = 0; i < in->alibi.bytes / 4; i++) ((float *)in->alibi.host)[i] = (float)(0.5 * rand_unit(rng));
+    if (tc->bias) { /* normal scores with about one key in eight masked */
+        xfa_test_tensor_fill_random(&in->bias, rng);
+        for (size_t i = 0; i < in->bias.bytes / xfa_dtype_size(tc->bias_dtype); i++)
+            if (xfa_test_rand_u64(rng) % 8 == 0) xfa_store_f32(in->bias.host, tc->bias_dtype, (int64_t)i, -INFINITY);
+    }
+    xfa_status st;
+    if ((st = xfa_test_tensor_upload(ctx, &in->q)) || (st = xfa_test_tensor_upload(ctx, &in->k)) ||
+        (st = xfa_test_tensor_upload(ctx, &in->v)) || (tc->alibi && (st = xfa_test_tensor_upload(ctx, &in->alibi))) ||
+        (tc->bias && (st = xfa_test_tensor_upload(ctx, &in->bias)))) {
+        snprintf(message, size, "buffer setup: %s", xfa_context_last_error(ctx));
+        return st;
+    }
+
+    in->params = xfa_test_case_params(tc, &in->alibi.view, &in->bias.view);
+    if (tc->Br || tc->Bc) {
+        if ((st = xfa_plan_get(ctx, (uint32_t)D, tc->dtype, &in->plan))) {
+            snprintf(message, size, "xfa_plan_get: %s", xfa_context_last_error(ctx));
+            return st;
+        }
+        if (tc->Br) in->plan.Br = tc->Br;
+        if (tc->Bc) in->plan.Bc = tc->Bc;
+        in->plan.workgroup_size = 0; /* derived from Br by the backend */
+        in->params.plan = &in->plan;
+    }
+
+    /* the reference reads the same (rounded) values */
+    in->reference = xfa_reference_problem_make(xfa_host_view_of(&in->q.view, in->q.host),
+                                               xfa_host_view_of(&in->k.view, in->k.host),
+                                               xfa_host_view_of(&in->v.view, in->v.host),
+                                               tc->scale != 0.0f ? tc->scale : 1.0 / sqrt((double)D), tc->causal);
+    in->reference.window_left = tc->window_left;
+    in->reference.window_right = tc->window_right;
+    in->reference.softcap = tc->softcap;
+    if (tc->alibi) in->reference.alibi = xfa_host_view_of(&in->alibi.view, in->alibi.host);
+    if (tc->bias) in->reference.bias = xfa_host_view_of(&in->bias.view, in->bias.host);
+    return XFA_SUCCESS;
+}
+
+xfa_status xfa_test_output_make(xfa_context *ctx, const xfa_test_case *tc, int64_t S, int64_t H, xfa_test_tensor *t)
+{
+    int64_t stride[4];
+    xfa_test_layout_strides(tc, S, H, stride);
+    const int64_t shape[4] = {tc->batch, S, H, tc->head_dim};
+    if (!xfa_test_tensor_alloc(t, tc->dtype, shape, stride)) return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    xfa_test_tensor_poison(t);
+    return xfa_test_tensor_upload(ctx, t);
+}
+
+double xfa_test_tolerance(xfa_dtype dtype, double ref_max, double unfused_err)
+{
+    if (dtype == XFA_DTYPE_F32) return 1e-5 * fmax(ref_max, 1e-3);
+    /* Floor: half an ulp of the largest value, which rounding to the dtype alone costs. */
+    const double ulp = ref_max * (dtype == XFA_DTYPE_F16 ? ldexp(1.0, -10) : ldexp(1.0, -7));
+    return 2.0 * fmax(unfused_err, 0.5 * ulp);
+}
+
+xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
+{
+    xfa_test_result r;
+    memset(&r, 0, sizeof r);
+    const int64_t B = tc->batch, Sq = tc->seqlen_q, Hq = tc->heads_q, D = tc->head_dim;
     const size_t n_out = (size_t)(B * Sq * Hq * D), n_rows = (size_t)(B * Hq * Sq);
-    o_ref = malloc(n_out * sizeof *o_ref);
-    lse_ref = malloc(n_rows * sizeof *lse_ref);
-    o_got = malloc(n_out * sizeof *o_got);
-    if (!ok || !o_ref || !lse_ref || !o_got) {
+    xfa_test_inputs in;
+    xfa_test_tensor o, lse;
+    memset(&o, 0, sizeof o);
+    memset(&lse, 0, sizeof lse);
+    double *o_ref = malloc(n_out * sizeof *o_ref), *lse_ref = malloc(n_rows * sizeof *lse_ref);
+    float *o_got = malloc(n_out * sizeof *o_got), *o_unfused = NULL;
+    uint64_t rng = tc->seed ^ 0x5851F42D4C957F2Dull;
+
+    xfa_status st = xfa_test_inputs_make(ctx, tc, &rng, &in, r.message, sizeof r.message);
+    if (st) {
+        r.status = st;
+        goto done;
+    }
+    const int64_t lse_shape[4] = {B, Sq, Hq, 1}, lse_stride[4] = {Hq * Sq, 1, Sq, 1};
+    if (!o_ref || !lse_ref || !o_got || (tc->lse && !xfa_test_tensor_alloc(&lse, XFA_DTYPE_F32, lse_shape, lse_stride))) {
         r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "test allocation");
         goto done;
     }
-
-    uint64_t rng = tc->seed ^ 0x5851F42D4C957F2Dull;
-    tensor_fill_random(&q, &rng);
-    tensor_fill_random(&k, &rng);
-    tensor_fill_random(&v, &rng);
-    if (tc->alibi) /* slopes in (0, 0.5]: strong enough to matter over a few dozen keys */
-        for (size_t i = 0; i < alibi.bytes / 4; i++) ((float *)alibi.host)[i] = (float)(0.5 * rand_unit(&rng));
-    if (tc->bias) { /* normal scores with about one key in eight masked */
-        tensor_fill_random(&bias, &rng);
-        for (size_t i = 0; i < bias.bytes / xfa_dtype_size(tc->bias_dtype); i++)
-            if (xfa_test_rand_u64(&rng) % 8 == 0) xfa_store_f32(bias.host, tc->bias_dtype, (int64_t)i, -INFINITY);
-    }
-    memset(o.host, POISON_BYTE, o.bytes);
-    if (tc->lse) memset(lse.host, POISON_BYTE, lse.bytes);
-
-    xfa_status st;
-    if ((st = tensor_upload(ctx, &q)) || (st = tensor_upload(ctx, &k)) || (st = tensor_upload(ctx, &v)) ||
-        (st = tensor_upload(ctx, &o)) || (tc->lse && (st = tensor_upload(ctx, &lse))) ||
-        (tc->alibi && (st = tensor_upload(ctx, &alibi))) || (tc->bias && (st = tensor_upload(ctx, &bias)))) {
+    if (tc->lse) xfa_test_tensor_poison(&lse);
+    if ((st = xfa_test_output_make(ctx, tc, Sq, Hq, &o)) || (tc->lse && (st = xfa_test_tensor_upload(ctx, &lse)))) {
         r = fail_setup(r, ctx, st, "buffer setup");
         goto done;
     }
 
-    xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
-    params.softmax_scale = tc->scale;
-    params.causal = tc->causal;
-    params.window_left = tc->window_left;
-    params.window_right = tc->window_right;
-    params.softcap = tc->softcap;
-    params.alibi_slopes = tc->alibi ? &alibi.view : NULL;
-    params.bias = tc->bias ? &bias.view : NULL;
-    xfa_plan plan;
-    if (tc->Br || tc->Bc) {
-        if ((st = xfa_plan_get(ctx, (uint32_t)D, tc->dtype, &plan))) {
-            r = fail_setup(r, ctx, st, "xfa_plan_get");
-            goto done;
-        }
-        if (tc->Br) plan.Br = tc->Br;
-        if (tc->Bc) plan.Bc = tc->Bc;
-        plan.workgroup_size = 0; /* derived from Br by the backend */
-        params.plan = &plan;
-    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    r.status = xfa_attention_forward(ctx, &params, &q.view, &k.view, &v.view, &o.view, tc->lse ? &lse.view : NULL);
+    r.status = xfa_attention_forward(ctx, &in.params, &in.q.view, &in.k.view, &in.v.view, &o.view,
+                                     tc->lse ? &lse.view : NULL);
     if (!r.status) r.status = xfa_context_synchronize(ctx);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -277,22 +263,11 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
         snprintf(r.message, sizeof r.message, "xfa_attention_forward: %s", xfa_context_last_error(ctx));
         goto done;
     }
-    if ((st = xfa_buffer_download(o.view.buffer, 0, o.host, o.bytes)) ||
-        (tc->lse && (st = xfa_buffer_download(lse.view.buffer, 0, lse.host, lse.bytes)))) {
+    if ((st = xfa_test_tensor_download(&o)) || (tc->lse && (st = xfa_test_tensor_download(&lse)))) {
         r = fail_setup(r, ctx, st, "download");
         goto done;
     }
-
-    /* reference from the same (rounded) inputs */
-    xfa_reference_problem p = xfa_reference_problem_make(
-        xfa_host_view_of(&q.view, q.host), xfa_host_view_of(&k.view, k.host), xfa_host_view_of(&v.view, v.host),
-        tc->scale != 0.0f ? tc->scale : 1.0 / sqrt((double)D), tc->causal);
-    p.window_left = tc->window_left;
-    p.window_right = tc->window_right;
-    p.softcap = tc->softcap;
-    if (tc->alibi) p.alibi = xfa_host_view_of(&alibi.view, alibi.host);
-    if (tc->bias) p.bias = xfa_host_view_of(&bias.view, bias.host);
-    if (!tc->skip_reference && xfa_reference_forward(&p, o_ref, lse_ref)) {
+    if (!tc->skip_reference && xfa_reference_forward(&in.reference, o_ref, lse_ref)) {
         r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "reference");
         goto done;
     }
@@ -303,32 +278,16 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
         const int64_t at = xfa_tensor_index(&o.view, B - 1, Sq / 2, Hq - 1, D / 3);
         const float delta = tc->dtype == XFA_DTYPE_F32 ? 1e-3f : 0.1f; /* well above each dtype's tolerance */
         if (tc->corrupt == XFA_CORRUPT_VALUE) xfa_store_f32(base, tc->dtype, at, xfa_load_f32(base, tc->dtype, at) + delta);
-        if (tc->corrupt == XFA_CORRUPT_UNWRITTEN) memset(base + (size_t)at * elem, POISON_BYTE, elem);
-        if (tc->corrupt == XFA_CORRUPT_GUARD) memset(o.host + o.bytes - GUARD_BYTES, 0, elem);
+        if (tc->corrupt == XFA_CORRUPT_UNWRITTEN) memset(base + (size_t)at * elem, XFA_TEST_POISON_BYTE, elem);
+        if (tc->corrupt == XFA_CORRUPT_GUARD) memset(o.host + o.bytes - XFA_TEST_GUARD_BYTES, 0, elem);
     }
 
-    o_mask = element_mask(&o);
-    if (tc->lse) lse_mask = element_mask(&lse);
-    if (!o_mask || (tc->lse && !lse_mask)) {
+    if (!xfa_test_tensor_check_written(&o, &r.unwritten, &r.guard_damage) ||
+        (tc->lse && !xfa_test_tensor_check_written(&lse, &r.unwritten, &r.guard_damage))) {
         r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "test allocation");
         goto done;
     }
-    check_written(&o, o_mask, &r);
-    if (tc->lse) check_written(&lse, lse_mask, &r);
-
-    /* gather O into BSHD floats */
-    {
-        const unsigned char *base = o.host + o.view.offset;
-        size_t i = 0;
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t s = 0; s < Sq; s++)
-                for (int64_t h = 0; h < Hq; h++)
-                    for (int64_t d = 0; d < D; d++, i++) {
-                        o_got[i] = xfa_load_f32(base, tc->dtype, xfa_tensor_index(&o.view, b, s, h, d));
-                        if (!isfinite(o_got[i])) r.nonfinite++;
-                        if (!tc->skip_reference) r.ref_max = fmax(r.ref_max, fabs(o_ref[i]));
-                    }
-    }
+    xfa_test_tensor_gather(&o, o_got, &r.nonfinite);
     if (tc->output) memcpy(tc->output, o_got, n_out * sizeof *o_got);
     if (tc->skip_reference) {
         r.passed = r.unwritten == 0 && r.guard_damage == 0 && r.nonfinite == 0;
@@ -337,27 +296,22 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
                      (long long)r.unwritten, (long long)r.guard_damage, (long long)r.nonfinite);
         goto done;
     }
-    r.max_abs_err = max_abs_diff_f(o_got, o_ref, n_out);
-    if (r.nonfinite) r.max_abs_err = INFINITY;
-
-    if (tc->dtype == XFA_DTYPE_F32) {
-        r.tolerance = 1e-5 * fmax(r.ref_max, 1e-3);
-    } else {
+    for (size_t i = 0; i < n_out; i++) r.ref_max = fmax(r.ref_max, fabs(o_ref[i]));
+    r.max_abs_err = r.nonfinite ? INFINITY : max_abs_diff_f(o_got, o_ref, n_out);
+    if (tc->dtype != XFA_DTYPE_F32) {
         o_unfused = malloc(n_out * sizeof *o_unfused);
-        if (!o_unfused || xfa_reference_unfused(&p, tc->dtype, o_unfused)) {
+        if (!o_unfused || xfa_reference_unfused(&in.reference, tc->dtype, o_unfused)) {
             r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "unfused reference");
             goto done;
         }
         r.unfused_err = max_abs_diff_f(o_unfused, o_ref, n_out);
-        /* Floor: half an ulp of the largest output, which rounding to the dtype alone costs. */
-        const double ulp = r.ref_max * (tc->dtype == XFA_DTYPE_F16 ? ldexp(1.0, -10) : ldexp(1.0, -7));
-        r.tolerance = 2.0 * fmax(r.unfused_err, 0.5 * ulp);
     }
+    r.tolerance = xfa_test_tolerance(tc->dtype, r.ref_max, r.unfused_err);
 
+    bool lse_ok = true;
     if (tc->lse) {
         const float *base = (const float *)(lse.host + lse.view.offset);
         const double lse_tol = tc->dtype == XFA_DTYPE_F32 ? 1e-5 : 1e-3;
-        bool lse_ok = true;
         for (int64_t b = 0; b < B; b++)
             for (int64_t h = 0; h < Hq; h++)
                 for (int64_t s = 0; s < Sq; s++) {
@@ -371,12 +325,9 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
                     r.lse_max_err = fmax(r.lse_max_err, e);
                     if (e > lse_tol * fmax(1.0, fabs(want))) lse_ok = false;
                 }
-        if (!lse_ok && !r.message[0]) snprintf(r.message, sizeof r.message, "LSE error %.3g", r.lse_max_err);
-        r.passed = lse_ok;
-    } else {
-        r.passed = true;
+        if (!lse_ok) snprintf(r.message, sizeof r.message, "LSE error %.3g", r.lse_max_err);
     }
-    r.passed = r.passed && r.max_abs_err <= r.tolerance && r.unwritten == 0 && r.guard_damage == 0 && r.nonfinite == 0;
+    r.passed = lse_ok && r.max_abs_err <= r.tolerance && r.unwritten == 0 && r.guard_damage == 0 && r.nonfinite == 0;
     if (!r.passed && !r.message[0])
         snprintf(r.message, sizeof r.message,
                  "max |o-ref| %.3g > tolerance %.3g (max|ref| %.3g, unfused %.3g), unwritten %lld, guard damage %lld, "
@@ -385,18 +336,12 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
                  (long long)r.guard_damage, (long long)r.nonfinite);
 
 done:
-    tensor_free(&q);
-    tensor_free(&k);
-    tensor_free(&v);
-    tensor_free(&o);
-    if (tc->lse) tensor_free(&lse);
-    if (tc->alibi) tensor_free(&alibi);
-    if (tc->bias) tensor_free(&bias);
+    xfa_test_inputs_free(&in);
+    xfa_test_tensor_free(&o);
+    xfa_test_tensor_free(&lse);
     free(o_ref);
     free(lse_ref);
     free(o_got);
     free(o_unfused);
-    free(o_mask);
-    free(lse_mask);
     return r;
 }

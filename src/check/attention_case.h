@@ -13,6 +13,8 @@
 #ifndef XFA_ATTENTION_CASE_H
 #define XFA_ATTENTION_CASE_H
 
+#include "reference.h"
+#include "test_tensor.h"
 #include "xfa.h"
 
 #include <stdbool.h>
@@ -63,12 +65,36 @@ typedef struct xfa_test_result {
     char message[1024];       /* why it failed, for the test log */
 } xfa_test_result;
 
+/* The inputs of a case on a device: q, k, v (random), ALiBi slopes and bias when asked
+ * for, the params and plan override the case asks for, and the same problem for the
+ * reference. Keep it in place: params points into it. */
+typedef struct xfa_test_inputs {
+    xfa_test_tensor q, k, v, alibi, bias;
+    xfa_attention_params params;
+    xfa_plan plan;
+    xfa_reference_problem reference;
+} xfa_test_inputs;
+
+xfa_status xfa_test_inputs_make(xfa_context *ctx, const xfa_test_case *tc, uint64_t *rng, xfa_test_inputs *in,
+                                char *message, size_t size);
+void xfa_test_inputs_free(xfa_test_inputs *in);
+/* A poisoned (B, S, H, D) output in the case's dtype and layout, uploaded. */
+xfa_status xfa_test_output_make(xfa_context *ctx, const xfa_test_case *tc, int64_t S, int64_t H, xfa_test_tensor *t);
+/* The allowed max |x - ref|: f32 1e-5 of max |ref|; f16/bf16 twice the unfused error (at least an ulp). */
+double xfa_test_tolerance(xfa_dtype dtype, double ref_max, double unfused_err);
+
 /* A case with the given shape and defaults elsewhere (BSHD, LSE on, library plan). */
 xfa_test_case xfa_test_case_make(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv,
                                  int64_t head_dim, xfa_dtype dtype, bool causal, uint64_t seed);
 
 /* Runs the case on ctx and checks it. */
 xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc);
+
+/* Element strides of a (B, S, H, D) tensor in the case's layout and padding. */
+void xfa_test_layout_strides(const xfa_test_case *tc, int64_t S, int64_t H, int64_t stride[4]);
+
+/* The attention params a case asks for (the tensors for ALiBi and bias supplied by the caller). */
+xfa_attention_params xfa_test_case_params(const xfa_test_case *tc, const xfa_tensor *alibi, const xfa_tensor *bias);
 
 /* One line describing a case, for failure messages. */
 void xfa_test_case_describe(const xfa_test_case *tc, char *out, size_t size);

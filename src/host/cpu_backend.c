@@ -103,7 +103,8 @@ static xfa_status cpu_device_info(int index, xfa_device_info *info, char *msg)
     info->compute_units = (uint32_t)online_cpus();
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
-                     XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI | XFA_FEATURE_BIAS;
+                     XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI | XFA_FEATURE_BIAS |
+                     XFA_FEATURE_BACKWARD;
     return XFA_SUCCESS;
 }
 
@@ -178,12 +179,18 @@ static xfa_status cpu_buffer_download(xfa_context *ctx, xfa_buffer *buf, size_t 
     return XFA_SUCCESS;
 }
 
-/* ---- forward: work items are (batch, head, query block), handed out by an atomic counter ---- */
+/* ---- work items spread over threads, handed out by an atomic counter ---- */
 
+/* One call's work: item i of `total`, each with its own scratch of `scratch_floats`. */
 typedef struct cpu_job {
-    const xfa_forward_args *args;
+    void (*run_item)(const struct cpu_job *job, int64_t item, float *scratch);
+    const xfa_forward_args *fwd;
+    const xfa_backward_args *bwd;
     xfa_cpu_views mem;
-    int64_t q_blocks, total;
+    xfa_cpu_grad_views grad;
+    int64_t blocks; /* blocks per (batch, head) */
+    int64_t total;
+    size_t scratch_floats;
     atomic_llong next;
 } cpu_job;
 
@@ -195,51 +202,106 @@ static const void *view_base(const xfa_tensor *t)
 static void *cpu_worker(void *arg)
 {
     cpu_job *job = arg;
-    float *scratch = malloc(xfa_cpu_scratch_floats(&job->args->plan) * sizeof(float));
+    float *scratch = malloc(job->scratch_floats * sizeof(float));
     if (!scratch) return NULL;
     for (;;) {
         const int64_t item = atomic_fetch_add(&job->next, 1);
         if (item >= job->total) break;
-        const int64_t q_block = item % job->q_blocks;
-        const int64_t bh = item / job->q_blocks;
-        const int64_t h = bh % job->args->heads_q, b = bh / job->args->heads_q;
-        xfa_cpu_forward_block(job->args, &job->mem, b, h, q_block, scratch);
+        job->run_item(job, item, scratch);
     }
     free(scratch);
     return NULL;
 }
 
-static xfa_status cpu_forward(xfa_context *ctx, const xfa_forward_args *a)
+/* Runs every item of the job on the context's threads (the caller's thread among them). */
+static xfa_status run_job(xfa_context *ctx, cpu_job *job, const char *what)
 {
     const cpu_context *cpu = ctx->impl;
-    cpu_job job;
-    job.args = a;
-    job.mem.q = view_base(&a->q);
-    job.mem.k = view_base(&a->k);
-    job.mem.v = view_base(&a->v);
-    job.mem.o = (void *)view_base(&a->o);
-    job.mem.lse = a->has_lse ? (float *)view_base(&a->lse) : NULL;
-    job.mem.alibi = a->has_alibi ? (const float *)view_base(&a->alibi) : NULL;
-    job.mem.bias = a->has_bias ? view_base(&a->bias) : NULL;
-    job.q_blocks = (a->seqlen_q + a->plan.Br - 1) / a->plan.Br;
-    job.total = a->batch * a->heads_q * job.q_blocks;
-    atomic_init(&job.next, 0);
-
+    atomic_init(&job->next, 0);
     int threads = cpu->threads;
-    if (threads > job.total) threads = (int)job.total;
+    if (threads > job->total) threads = (int)job->total;
     pthread_t tid[256];
     if (threads > (int)(sizeof tid / sizeof tid[0])) threads = (int)(sizeof tid / sizeof tid[0]);
     int started = 0;
     for (int t = 1; t < threads; t++) {
-        if (pthread_create(&tid[started], NULL, cpu_worker, &job) != 0) break;
+        if (pthread_create(&tid[started], NULL, cpu_worker, job) != 0) break;
         started++;
     }
-    cpu_worker(&job); /* the calling thread works too; with one thread it is the only one */
+    cpu_worker(job);
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
     /* A worker that could not get scratch leaves its items to the others; only a shortfall is an error. */
-    if (atomic_load(&job.next) < job.total)
-        return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating CPU scratch for the forward pass");
+    if (atomic_load(&job->next) < job->total)
+        return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating CPU scratch for the %s", what);
     return XFA_SUCCESS;
+}
+
+static void job_views(cpu_job *job, const xfa_forward_args *a)
+{
+    memset(job, 0, sizeof *job);
+    job->fwd = a;
+    job->mem.q = view_base(&a->q);
+    job->mem.k = view_base(&a->k);
+    job->mem.v = view_base(&a->v);
+    job->mem.o = (void *)view_base(&a->o);
+    job->mem.lse = a->has_lse ? (float *)view_base(&a->lse) : NULL;
+    job->mem.alibi = a->has_alibi ? (const float *)view_base(&a->alibi) : NULL;
+    job->mem.bias = a->has_bias ? view_base(&a->bias) : NULL;
+}
+
+/* forward: items are (batch, head, query block) */
+static void forward_item(const cpu_job *job, int64_t item, float *scratch)
+{
+    const int64_t heads = job->fwd->heads_q, bh = item / job->blocks;
+    xfa_cpu_forward_block(job->fwd, &job->mem, bh / heads, bh % heads, item % job->blocks, scratch);
+}
+
+static xfa_status cpu_forward(xfa_context *ctx, const xfa_forward_args *a)
+{
+    cpu_job job;
+    job_views(&job, a);
+    job.run_item = forward_item;
+    job.blocks = (a->seqlen_q + a->plan.Br - 1) / a->plan.Br;
+    job.total = a->batch * a->heads_q * job.blocks;
+    job.scratch_floats = xfa_cpu_scratch_floats(&a->plan);
+    return run_job(ctx, &job, "forward pass");
+}
+
+/* backward pass 1: items are (batch, kv head, K/V block); pass 2: (batch, head, query block) */
+static void backward_kv_item(const cpu_job *job, int64_t item, float *scratch)
+{
+    const int64_t heads = job->fwd->heads_kv, bh = item / job->blocks;
+    xfa_cpu_backward_kv_block(job->bwd, &job->mem, &job->grad, bh / heads, bh % heads, item % job->blocks, scratch);
+}
+
+static void backward_q_item(const cpu_job *job, int64_t item, float *scratch)
+{
+    const int64_t heads = job->fwd->heads_q, bh = item / job->blocks;
+    xfa_cpu_backward_q_block(job->bwd, &job->mem, &job->grad, bh / heads, bh % heads, item % job->blocks, scratch);
+}
+
+static xfa_status cpu_backward(xfa_context *ctx, const xfa_backward_args *a)
+{
+    const xfa_forward_args *f = &a->fwd;
+    cpu_job job;
+    job_views(&job, f);
+    job.bwd = a;
+    job.grad.o = view_base(&f->o);
+    job.grad.lse = (const float *)view_base(&f->lse);
+    job.grad.d_o = view_base(&a->d_o);
+    job.grad.dq = (void *)view_base(&a->dq);
+    job.grad.dk = (void *)view_base(&a->dk);
+    job.grad.dv = (void *)view_base(&a->dv);
+    job.scratch_floats = xfa_cpu_backward_scratch_floats(&f->plan);
+
+    job.run_item = backward_kv_item;
+    job.blocks = (f->seqlen_k + f->plan.Bc - 1) / f->plan.Bc;
+    job.total = f->batch * f->heads_kv * job.blocks;
+    xfa_status st = run_job(ctx, &job, "backward pass");
+    if (st) return st;
+    job.run_item = backward_q_item;
+    job.blocks = (f->seqlen_q + f->plan.Br - 1) / f->plan.Br;
+    job.total = f->batch * f->heads_q * job.blocks;
+    return run_job(ctx, &job, "backward pass");
 }
 
 static xfa_status cpu_synchronize(xfa_context *ctx)
@@ -263,4 +325,5 @@ const xfa_backend_ops xfa_cpu_backend = {
     .buffer_download = cpu_buffer_download,
     .forward = cpu_forward,
     .synchronize = cpu_synchronize,
+    .backward = cpu_backward,
 };

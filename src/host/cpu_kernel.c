@@ -16,16 +16,6 @@
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
 
-/* q . k over d (a multiple of 8): eight partial sums so the compiler can vectorise
- * without reassociating floats behind our back. */
-static float dot(const float *q, const float *k, int64_t d)
-{
-    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t x = 0; x < d; x += 8)
-        for (int j = 0; j < 8; j++) part[j] += q[x + j] * k[x + j];
-    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-}
-
 size_t xfa_cpu_scratch_floats(const xfa_plan *plan)
 {
     const size_t Br = plan->Br, Bc = plan->Bc, d = plan->head_dim;
@@ -33,8 +23,22 @@ size_t xfa_cpu_scratch_floats(const xfa_plan *plan)
     return 2 * Br * d + 2 * Bc * d + Br * Bc + 2 * Br;
 }
 
-/* Scaled score plus the optional terms, in natural-log units (see xfa.h). */
-static float score_extras(const xfa_forward_args *a, const xfa_cpu_views *mem, float s, float slope, int64_t b,
+float xfa_cpu_alibi_slope(const xfa_forward_args *a, const xfa_cpu_views *mem, int64_t b, int64_t h)
+{
+    return mem->alibi ? mem->alibi[xfa_tensor_index(&a->alibi, a->alibi.shape[0] == 1 ? 0 : b, 0, h, 0)] : 0.0f;
+}
+
+void xfa_cpu_key_range(const xfa_forward_args *a, int64_t row0, int64_t rows, int64_t *begin, int64_t *end)
+{
+    const int64_t shift = a->seqlen_k - a->seqlen_q;
+    *begin = 0;
+    *end = a->seqlen_k;
+    if (a->window_left >= 0 && row0 + shift - a->window_left > 0) *begin = row0 + shift - a->window_left;
+    if (a->window_right >= 0 && row0 + rows + shift + a->window_right < a->seqlen_k)
+        *end = row0 + rows + shift + a->window_right;
+}
+
+float xfa_cpu_score_extras(const xfa_forward_args *a, const xfa_cpu_views *mem, float s, float slope, int64_t b,
                           int64_t h, int64_t i, int64_t j)
 {
     if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
@@ -58,7 +62,7 @@ void xfa_cpu_forward_block(const xfa_forward_args *a, const xfa_cpu_views *mem, 
      * them, scores are finished in natural units and converted afterwards. */
     const bool extras = a->softcap > 0.0f || mem->alibi || mem->bias;
     const float q_scale = (float)(extras ? a->scale : a->scale * LOG2E);
-    const float slope = mem->alibi ? mem->alibi[xfa_tensor_index(&a->alibi, a->alibi.shape[0] == 1 ? 0 : b, 0, h, 0)] : 0;
+    const float slope = xfa_cpu_alibi_slope(a, mem, b, h);
 
     float *Q_tile = scratch, *acc = Q_tile + Br * d, *K_tile = acc + Br * d, *V_tile = K_tile + Bc * d;
     float *S = V_tile + Bc * d, *m_i = S + Br * Bc, *l_i = m_i + Br;
@@ -72,10 +76,9 @@ void xfa_cpu_forward_block(const xfa_forward_args *a, const xfa_cpu_views *mem, 
     memset(acc, 0, (size_t)(Br * d) * sizeof *acc);
 
     /* The keys any row of this block may see (causal mask and window); blocks outside are skipped. */
-    const int64_t wl = a->window_left, wr = a->window_right, shift = Sk - Sq;
-    int64_t key_begin = 0, key_end = Sk;
-    if (wl >= 0 && row0 + shift - wl > 0) key_begin = row0 + shift - wl;
-    if (wr >= 0 && row0 + rows + shift + wr < Sk) key_end = row0 + rows + shift + wr;
+    const int64_t wl = a->window_left, wr = a->window_right;
+    int64_t key_begin, key_end;
+    xfa_cpu_key_range(a, row0, rows, &key_begin, &key_end);
     for (int64_t col0 = key_begin; col0 < key_end; col0 += Bc) {
         const int64_t cols = key_end - col0 < Bc ? key_end - col0 : Bc;
         for (int64_t c = 0; c < cols; c++)
@@ -90,8 +93,8 @@ void xfa_cpu_forward_block(const xfa_forward_args *a, const xfa_cpu_views *mem, 
                 const int64_t i = row0 + r, j = col0 + c;
                 float s = -INFINITY;
                 if (xfa_key_visible(wl, wr, i, j, Sq, Sk)) {
-                    s = dot(Q_tile + r * d, K_tile + c * d, d);
-                    if (extras) s = score_extras(a, mem, s, slope, b, h, i, j) * (float)LOG2E;
+                    s = xfa_cpu_dot(Q_tile + r * d, K_tile + c * d, d);
+                    if (extras) s = xfa_cpu_score_extras(a, mem, s, slope, b, h, i, j) * (float)LOG2E;
                 }
                 S_row[c] = s;
                 row_max = fmaxf(row_max, s);

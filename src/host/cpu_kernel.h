@@ -19,8 +19,41 @@ typedef struct xfa_cpu_views {
     const void *bias;
 } xfa_cpu_views;
 
+/* q . k over d (a multiple of 8): eight partial sums so the compiler can vectorise
+ * without reassociating floats behind our back. */
+static inline float xfa_cpu_dot(const float *q, const float *k, int64_t d)
+{
+    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t x = 0; x < d; x += 8)
+        for (int j = 0; j < 8; j++) part[j] += q[x + j] * k[x + j];
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+/* The scaled score `s` of (i, j) plus softcap, ALiBi and bias, in natural-log units (see xfa.h). */
+float xfa_cpu_score_extras(const xfa_forward_args *a, const xfa_cpu_views *mem, float s, float slope, int64_t b,
+                           int64_t h, int64_t i, int64_t j);
+/* The ALiBi slope of (b, h), or 0 without ALiBi. */
+float xfa_cpu_alibi_slope(const xfa_forward_args *a, const xfa_cpu_views *mem, int64_t b, int64_t h);
+/* Keys [begin, end) that some row of rows row0 .. row0+rows-1 may see (causal mask and window). */
+void xfa_cpu_key_range(const xfa_forward_args *a, int64_t row0, int64_t rows, int64_t *begin, int64_t *end);
+
 /* Computes the query block `q_block` (rows q_block*Br ..) of head h in batch b. */
 void xfa_cpu_forward_block(const xfa_forward_args *a, const xfa_cpu_views *mem, int64_t b, int64_t h, int64_t q_block,
                            float *scratch);
+
+/* The backward's extra tensors (cpu_backward.c). */
+typedef struct xfa_cpu_grad_views {
+    const void *o, *d_o;
+    const float *lse;
+    void *dq, *dk, *dv;
+} xfa_cpu_grad_views;
+
+size_t xfa_cpu_backward_scratch_floats(const xfa_plan *plan);
+/* Pass 1: dK and dV of K/V block `kv_block` of kv head hk in batch b. */
+void xfa_cpu_backward_kv_block(const xfa_backward_args *a, const xfa_cpu_views *mem, const xfa_cpu_grad_views *g,
+                               int64_t b, int64_t hk, int64_t kv_block, float *scratch);
+/* Pass 2: dQ of query block `q_block` of head h in batch b. */
+void xfa_cpu_backward_q_block(const xfa_backward_args *a, const xfa_cpu_views *mem, const xfa_cpu_grad_views *g,
+                              int64_t b, int64_t h, int64_t q_block, float *scratch);
 
 #endif /* XFA_CPU_KERNEL_H */
