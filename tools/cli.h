@@ -34,5 +34,6 @@ int cli_info(const cli_options *opts);
 int cli_run(const cli_options *opts);
 int cli_bench(const cli_options *opts);
 int cli_crosscheck(const cli_options *opts);
+int cli_conformance(const char *action, const char *dir, const cli_options *opts);
 
 #endif

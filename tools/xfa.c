@@ -18,6 +18,7 @@ static void usage(FILE *f)
             "  run      compute attention on random inputs, check against the fp64 reference, time it\n"
             "  bench    time a sweep over sequence lengths (table, --csv or --json)\n"
             "  crosscheck  the same seeded problems on every backend/device, vs the fp64 reference and each other\n"
+            "  conformance write|check DIR  store the conformance vectors / check every backend against them\n"
             "  version  print the library version\n"
             "\n"
             "options:\n"
@@ -45,6 +46,13 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "version")) {
         printf("xfa %s\n", xfa_version_string());
         return 0;
+    }
+    if (!strcmp(cmd, "conformance")) {
+        if (argc < 4) {
+            fprintf(stderr, "usage: xfa conformance write|check DIR [--backend B]\n");
+            return 2;
+        }
+        return cli_parse(argc, argv, 4, &opts) ? cli_conformance(argv[2], argv[3], &opts) : 2;
     }
     if (!cli_parse(argc, argv, 2, &opts)) return 2;
     if (!strcmp(cmd, "info")) return cli_info(&opts);
