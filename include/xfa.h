@@ -101,7 +101,8 @@ typedef enum xfa_dtype {
     XFA_DTYPE_F32 = 0,
     XFA_DTYPE_F16 = 1,  /* IEEE binary16 */
     XFA_DTYPE_BF16 = 2, /* bfloat16: the top 16 bits of a binary32 */
-    XFA_DTYPE_COUNT_
+    XFA_DTYPE_COUNT_,   /* the number of data dtypes above */
+    XFA_DTYPE_I32 = 16  /* 32-bit signed integers: sequence lengths and block tables only */
 } xfa_dtype;
 
 /* "cpu", "opencl", "vulkan", "cuda", "auto"; NULL if out of range. */
@@ -130,7 +131,10 @@ enum {
     XFA_FEATURE_ENGINE_HANDLES = 1u << 6, /* context/buffers from caller's native handles */
     XFA_FEATURE_ALIBI = 1u << 7,        /* per-head ALiBi slopes */
     XFA_FEATURE_BIAS = 1u << 8,         /* additive score bias / mask tensor */
-    XFA_FEATURE_BACKWARD = 1u << 9      /* xfa_attention_backward */
+    XFA_FEATURE_BACKWARD = 1u << 9,     /* xfa_attention_backward */
+    XFA_FEATURE_DECODE = 1u << 10,      /* xfa_attention_decode with a contiguous KV cache */
+    XFA_FEATURE_PAGED_KV = 1u << 11,    /* xfa_attention_decode with a paged KV cache */
+    XFA_FEATURE_MERGE = 1u << 12        /* xfa_merge_partials */
 };
 
 /* Head dims: multiples of XFA_HEAD_DIM_STEP from XFA_HEAD_DIM_MIN to XFA_HEAD_DIM_MAX. */
@@ -310,6 +314,63 @@ xfa_status xfa_attention_backward(xfa_context *ctx, const xfa_attention_params *
                                   const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o,
                                   const xfa_tensor *d_o, const xfa_tensor *lse, const xfa_tensor *dq,
                                   const xfa_tensor *dk, const xfa_tensor *dv);
+
+/* ------------------------------------------------------------------------ */
+/* Decoding: a few new query tokens against a KV cache                       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The KV cache of a batch of sequences, contiguous or paged.
+ *   contiguous: k, v are (B, capacity, Hkv, D); sequence b's token t is row t of batch b.
+ *   paged:      k, v are (num_pages, page_size, Hkv, D) and block_table is i32
+ *               (B, 1, 1, pages_per_sequence); token t of sequence b lives in page
+ *               block_table[b][t / page_size], row t % page_size (as in vLLM and FlashAttention).
+ * seqlens is i32 (B, 1, 1, 1): the tokens sequence b has in the cache before the call.
+ */
+typedef struct xfa_kv_cache {
+    const xfa_tensor *k, *v;
+    const xfa_tensor *seqlens;
+    const xfa_tensor *block_table; /* NULL: contiguous */
+} xfa_kv_cache;
+
+typedef struct xfa_decode_params {
+    float softmax_scale;  /* 0: 1/sqrt(head_dim) */
+    int causal;           /* nonzero: new token i sees cache tokens j <= len_b - Sq + i */
+    int64_t window_left;  /* -1: no limit; else also j >= len_b - Sq + i - window_left */
+    float softcap;        /* 0: off */
+    const xfa_tensor *alibi_slopes; /* as in xfa_attention_params, or NULL */
+    int num_splits;       /* split-KV factor: 0 chooses from the device, batch, heads and length; >= 1 forces */
+} xfa_decode_params;
+
+#define XFA_DECODE_PARAMS_DEFAULT {0.0f, 1, -1, 0.0f, NULL, 0}
+
+/*
+ * Attention of Sq new query tokens per sequence (q: (B, Sq, Hq, D), Sq small,
+ * typically 1) against each sequence's cached keys and values. If k_new and
+ * v_new ((B, Sq, Hkv, D)) are given, they are first written into the cache at
+ * positions seqlens[b] .. seqlens[b] + Sq - 1 and attended to, so len_b =
+ * seqlens[b] + Sq; otherwise len_b = seqlens[b]. seqlens itself is not
+ * updated (the caller advances it). The KV length is split over work-groups
+ * (Flash-Decoding) whose partial results are merged by their LSE.
+ *
+ * seqlens and block_table live on the device: the CPU backend checks them
+ * (XFA_ERROR_OUT_OF_BOUNDS for a length past the capacity or a page index past
+ * num_pages); GPU kernels clamp them so that no access leaves the cache.
+ */
+xfa_status xfa_attention_decode(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
+                                 const xfa_kv_cache *cache, const xfa_tensor *k_new, const xfa_tensor *v_new,
+                                 const xfa_tensor *o, const xfa_tensor *lse);
+
+/*
+ * Combines attention computed over n disjoint parts of the keys (each part's
+ * output normalised over its own keys, with its LSE) into the attention over
+ * all of them: LSE = log sum_i exp(LSE_i), O = sum_i exp(LSE_i - LSE) O_i.
+ * Parts whose LSE is -inf (they saw no key) contribute nothing; if all are,
+ * O = 0 and LSE = -inf. o_parts[i]: (B, S, H, D) in o's dtype or f32;
+ * lse_parts[i]: (B, S, H, 1) f32; o like o_parts; lse may be NULL.
+ */
+xfa_status xfa_merge_partials(xfa_context *ctx, int n, const xfa_tensor *o_parts, const xfa_tensor *lse_parts,
+                              const xfa_tensor *o, const xfa_tensor *lse);
 
 /* Floating-point operations of a forward call as benchmarks count them:
  * 4*B*Hq*Sq*Sk*D, halved for causal when Sq == Sk. */

@@ -257,3 +257,34 @@ xfa_status xfa_attention_backward(xfa_context *ctx, const xfa_attention_params *
     if ((st = resolve_plan(ctx, params, &args.fwd))) return st;
     return ctx->ops->backward(ctx, &args);
 }
+
+xfa_status xfa_attention_decode(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
+                                 const xfa_kv_cache *cache, const xfa_tensor *k_new, const xfa_tensor *v_new,
+                                 const xfa_tensor *o, const xfa_tensor *lse)
+{
+    if (!ctx) return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "ctx is NULL");
+    xfa_clear_error(ctx);
+    xfa_decode_args args;
+    memset(&args, 0, sizeof args);
+    xfa_status st = xfa_validate_decode(ctx, params, q, cache, k_new, v_new, o, lse, &args);
+    if (st) return st;
+    if (!ctx->ops->decode)
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "the %s backend has no decode path",
+                        xfa_backend_name(ctx->info.backend));
+    return ctx->ops->decode(ctx, &args);
+}
+
+xfa_status xfa_merge_partials(xfa_context *ctx, int n, const xfa_tensor *o_parts, const xfa_tensor *lse_parts,
+                              const xfa_tensor *o, const xfa_tensor *lse)
+{
+    if (!ctx) return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "ctx is NULL");
+    xfa_clear_error(ctx);
+    xfa_merge_args args;
+    memset(&args, 0, sizeof args);
+    xfa_status st = xfa_validate_merge(ctx, n, o_parts, lse_parts, o, lse, &args);
+    if (st) return st;
+    if (!ctx->ops->merge)
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "the %s backend cannot merge partial results",
+                        xfa_backend_name(ctx->info.backend));
+    return ctx->ops->merge(ctx, &args);
+}

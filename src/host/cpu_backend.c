@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE /* sysconf cache sizes */
 #include "cpu_kernel.h"
+#include "dtype.h"
 #include "internal.h"
 #include "plan.h"
 
@@ -104,7 +105,7 @@ static xfa_status cpu_device_info(int index, xfa_device_info *info, char *msg)
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
                      XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI | XFA_FEATURE_BIAS |
-                     XFA_FEATURE_BACKWARD;
+                     XFA_FEATURE_BACKWARD | XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV | XFA_FEATURE_MERGE;
     return XFA_SUCCESS;
 }
 
@@ -188,6 +189,12 @@ typedef struct cpu_job {
     const xfa_backward_args *bwd;
     xfa_cpu_views mem;
     xfa_cpu_grad_views grad;
+    const xfa_decode_args *dec; /* decode: the call, its memory, the per-sequence lengths and the partials */
+    xfa_cpu_decode_views dmem;
+    const int64_t *lens;
+    float *parts, *part_lse;
+    int splits;
+    const xfa_merge_args *merge; /* merge_partials */
     int64_t blocks; /* blocks per (batch, head) */
     int64_t total;
     size_t scratch_floats;
@@ -304,6 +311,163 @@ static xfa_status cpu_backward(xfa_context *ctx, const xfa_backward_args *a)
     return run_job(ctx, &job, "backward pass");
 }
 
+/* ---- decode: append, then items (batch, head, split) -> partials, then (batch, head, row) -> merge ---- */
+
+static float *part_o(const cpu_job *job, int split, int64_t b, int64_t h)
+{
+    const xfa_decode_args *a = job->dec;
+    return job->parts + (((int64_t)split * a->batch + b) * a->heads_q + h) * a->seqlen_q * a->head_dim;
+}
+
+static float *part_lse(const cpu_job *job, int split, int64_t b, int64_t h)
+{
+    const xfa_decode_args *a = job->dec;
+    return job->part_lse + (((int64_t)split * a->batch + b) * a->heads_q + h) * a->seqlen_q;
+}
+
+static void decode_split_item(const cpu_job *job, int64_t item, float *scratch)
+{
+    const xfa_decode_args *a = job->dec;
+    const int split = (int)(item % job->splits);
+    const int64_t bh = item / job->splits, b = bh / a->heads_q, h = bh % a->heads_q;
+    const int64_t len = job->lens[b], chunk = (len + job->splits - 1) / job->splits;
+    const int64_t begin = split * chunk, end = begin + chunk < len ? begin + chunk : len;
+    xfa_cpu_decode_partial(a, &job->dmem, b, h, begin, end, len, part_o(job, split, b, h), part_lse(job, split, b, h),
+                           scratch);
+}
+
+static void decode_merge_item(const cpu_job *job, int64_t item, float *scratch)
+{
+    const xfa_decode_args *a = job->dec;
+    const int64_t i = item % a->seqlen_q, bh = item / a->seqlen_q, b = bh / a->heads_q, h = bh % a->heads_q;
+    const int64_t d = a->head_dim;
+    const int64_t o_stride = a->batch * a->heads_q * a->seqlen_q * d, lse_stride = a->batch * a->heads_q * a->seqlen_q;
+    float merged_lse;
+    xfa_cpu_merge_row(job->splits, part_o(job, 0, b, h) + i * d, o_stride, part_lse(job, 0, b, h) + i, lse_stride, d,
+                      scratch, &merged_lse);
+    for (int64_t x = 0; x < d; x++) xfa_store_f32((void *)job->mem.o, a->dtype, xfa_tensor_index(&a->o, b, i, h, x), scratch[x]);
+    if (job->mem.lse) job->mem.lse[xfa_tensor_index(&a->lse, b, i, h, 0)] = merged_lse;
+}
+
+/* Lengths after the append, each checked against the capacity and the block table. */
+static xfa_status decode_lengths(xfa_context *ctx, const xfa_decode_args *a, const xfa_cpu_decode_views *m, int64_t *lens)
+{
+    for (int64_t b = 0; b < a->batch; b++) {
+        const int64_t cached = m->seqlens[xfa_tensor_index(&a->seqlens, b, 0, 0, 0)];
+        lens[b] = cached + (a->append ? a->seqlen_q : 0);
+        if (cached < 0 || lens[b] > a->capacity)
+            return xfa_fail(ctx, XFA_ERROR_OUT_OF_BOUNDS, "cache.seqlens[%lld] = %lld: with %lld new tokens it must stay "
+                            "within 0..%lld", (long long)b, (long long)cached, (long long)(a->append ? a->seqlen_q : 0),
+                            (long long)a->capacity);
+        for (int64_t page = 0; a->paged && page * a->page_size < lens[b]; page++) {
+            const int64_t id = m->block_table[xfa_tensor_index(&a->block_table, b, 0, 0, page)];
+            if (id < 0 || id >= a->num_pages)
+                return xfa_fail(ctx, XFA_ERROR_OUT_OF_BOUNDS, "cache.block_table[%lld][%lld] = %lld; there are %lld pages",
+                                (long long)b, (long long)page, (long long)id, (long long)a->num_pages);
+        }
+    }
+    return XFA_SUCCESS;
+}
+
+static void decode_append(const xfa_decode_args *a, const xfa_cpu_decode_views *m, const void *k_new, const void *v_new,
+                          const int64_t *lens)
+{
+    for (int64_t b = 0; b < a->batch; b++)
+        for (int64_t t = 0; t < a->seqlen_q; t++) {
+            int64_t cb;
+            const int64_t row = xfa_cpu_cache_row(a, m->block_table, b, lens[b] - a->seqlen_q + t, &cb);
+            for (int64_t h = 0; h < a->heads_kv; h++)
+                for (int64_t x = 0; x < a->head_dim; x++) {
+                    xfa_store_f32(m->k_cache, a->dtype, xfa_tensor_index(&a->k_cache, cb, row, h, x),
+                                  xfa_load_f32(k_new, a->dtype, xfa_tensor_index(&a->k_new, b, t, h, x)));
+                    xfa_store_f32(m->v_cache, a->dtype, xfa_tensor_index(&a->v_cache, cb, row, h, x),
+                                  xfa_load_f32(v_new, a->dtype, xfa_tensor_index(&a->v_new, b, t, h, x)));
+                }
+        }
+}
+
+static xfa_status cpu_decode(xfa_context *ctx, const xfa_decode_args *a)
+{
+    cpu_job job;
+    memset(&job, 0, sizeof job);
+    job.dec = a;
+    job.dmem.q = view_base(&a->q);
+    job.dmem.k_cache = (void *)view_base(&a->k_cache);
+    job.dmem.v_cache = (void *)view_base(&a->v_cache);
+    job.dmem.seqlens = (const int32_t *)view_base(&a->seqlens);
+    job.dmem.block_table = a->paged ? (const int32_t *)view_base(&a->block_table) : NULL;
+    job.dmem.alibi = a->has_alibi ? (const float *)view_base(&a->alibi) : NULL;
+    job.mem.o = (void *)view_base(&a->o);
+    job.mem.lse = a->has_lse ? (float *)view_base(&a->lse) : NULL;
+
+    int64_t *lens = malloc((size_t)a->batch * sizeof *lens);
+    if (!lens) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating decode lengths");
+    xfa_status st = decode_lengths(ctx, a, &job.dmem, lens);
+    if (st) {
+        free(lens);
+        return st;
+    }
+    if (a->append) decode_append(a, &job.dmem, view_base(&a->k_new), view_base(&a->v_new), lens);
+    int64_t max_len = 0;
+    for (int64_t b = 0; b < a->batch; b++) max_len = lens[b] > max_len ? lens[b] : max_len;
+    job.lens = lens;
+    job.splits = a->num_splits ? a->num_splits
+                               : xfa_decode_choose_splits(ctx->info.compute_units, a->batch, a->heads_kv, max_len, 256);
+    const size_t rows = (size_t)(job.splits * a->batch * a->heads_q * a->seqlen_q);
+    job.parts = malloc(rows * (size_t)a->head_dim * sizeof(float));
+    job.part_lse = malloc(rows * sizeof(float));
+    st = XFA_ERROR_OUT_OF_HOST_MEMORY;
+    if (job.parts && job.part_lse) {
+        job.run_item = decode_split_item;
+        job.total = a->batch * a->heads_q * job.splits;
+        job.scratch_floats = (size_t)(2 * a->head_dim);
+        st = run_job(ctx, &job, "decode");
+    } else {
+        xfa_fail(ctx, st, "allocating %d decode partials", job.splits);
+    }
+    if (!st) {
+        job.run_item = decode_merge_item;
+        job.total = a->batch * a->heads_q * a->seqlen_q;
+        job.scratch_floats = (size_t)a->head_dim; /* the merged row */
+        st = run_job(ctx, &job, "decode merge");
+    }
+    free(job.parts);
+    free(job.part_lse);
+    free(lens);
+    return st;
+}
+
+/* ---- merge_partials: items are (batch, row, head) ---- */
+
+static void merge_item(const cpu_job *job, int64_t item, float *scratch)
+{
+    const xfa_merge_args *a = job->merge;
+    const int64_t h = item % a->heads, bs = item / a->heads, s = bs % a->seqlen, b = bs / a->seqlen, d = a->head_dim;
+    float *merged = scratch, *lse = merged + d, *values = lse + a->n; /* the parts' rows gathered as f32 */
+    for (int i = 0; i < a->n; i++) {
+        const xfa_tensor *op = &a->o_parts[i], *lp = &a->lse_parts[i];
+        for (int64_t x = 0; x < d; x++)
+            values[i * d + x] = xfa_load_f32(view_base(op), op->dtype, xfa_tensor_index(op, b, s, h, x));
+        lse[i] = ((const float *)view_base(lp))[xfa_tensor_index(lp, b, s, h, 0)];
+    }
+    float merged_lse;
+    xfa_cpu_merge_row(a->n, values, d, lse, 1, d, merged, &merged_lse);
+    for (int64_t x = 0; x < d; x++)
+        xfa_store_f32((void *)view_base(&a->o), a->o.dtype, xfa_tensor_index(&a->o, b, s, h, x), merged[x]);
+    if (a->has_lse) ((float *)view_base(&a->lse))[xfa_tensor_index(&a->lse, b, s, h, 0)] = merged_lse;
+}
+
+static xfa_status cpu_merge(xfa_context *ctx, const xfa_merge_args *a)
+{
+    cpu_job job;
+    memset(&job, 0, sizeof job);
+    job.merge = a;
+    job.run_item = merge_item;
+    job.total = a->batch * a->seqlen * a->heads;
+    job.scratch_floats = (size_t)(a->head_dim + a->n + a->n * a->head_dim);
+    return run_job(ctx, &job, "merge");
+}
+
 static xfa_status cpu_synchronize(xfa_context *ctx)
 {
     (void)ctx;
@@ -326,4 +490,6 @@ const xfa_backend_ops xfa_cpu_backend = {
     .forward = cpu_forward,
     .synchronize = cpu_synchronize,
     .backward = cpu_backward,
+    .decode = cpu_decode,
+    .merge = cpu_merge,
 };

@@ -56,4 +56,25 @@ void xfa_cpu_backward_kv_block(const xfa_backward_args *a, const xfa_cpu_views *
 void xfa_cpu_backward_q_block(const xfa_backward_args *a, const xfa_cpu_views *mem, const xfa_cpu_grad_views *g,
                               int64_t b, int64_t h, int64_t q_block, float *scratch);
 
+/* Decoding (cpu_decode.c). */
+typedef struct xfa_cpu_decode_views {
+    const void *q;
+    void *k_cache, *v_cache;
+    const int32_t *seqlens, *block_table;
+    const float *alibi;
+} xfa_cpu_decode_views;
+
+/* Where token t of sequence b lives in the cache: returns the row, sets *batch to the
+ * cache's first index (the sequence, or its page). */
+int64_t xfa_cpu_cache_row(const xfa_decode_args *a, const int32_t *block_table, int64_t b, int64_t t, int64_t *batch);
+/* The Sq new rows of (b, h) against cache keys [key_begin, key_end) of a sequence of len
+ * tokens: o_part (Sq x d, normalised over those keys) and lse_part (Sq). Scratch: 2d floats. */
+void xfa_cpu_decode_partial(const xfa_decode_args *a, const xfa_cpu_decode_views *mem, int64_t b, int64_t h,
+                            int64_t key_begin, int64_t key_end, int64_t len, float *o_part, float *lse_part,
+                            float *scratch);
+/* One row of a merge: n partial outputs (d floats each, o_stride apart) with their LSEs
+ * (lse_stride apart) into o (d floats) and *lse. */
+void xfa_cpu_merge_row(int n, const float *o_parts, int64_t o_stride, const float *lse_parts, int64_t lse_stride,
+                       int64_t d, float *o, float *lse);
+
 #endif /* XFA_CPU_KERNEL_H */

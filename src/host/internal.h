@@ -39,6 +39,36 @@ typedef struct xfa_backward_args {
     xfa_tensor d_o, dq, dk, dv;
 } xfa_backward_args;
 
+/* A decode call after validation. */
+typedef struct xfa_decode_args {
+    xfa_tensor q, o, lse;
+    bool has_lse;
+    xfa_tensor k_cache, v_cache, seqlens, block_table;
+    bool paged;
+    int64_t page_size, pages_per_sequence, num_pages; /* paged only */
+    int64_t capacity;                                 /* tokens a sequence may hold */
+    xfa_tensor k_new, v_new;
+    bool append;
+    xfa_dtype dtype;
+    int64_t batch, seqlen_q, heads_q, heads_kv, head_dim;
+    float scale;
+    bool causal;
+    int64_t window_left;
+    float softcap;
+    bool has_alibi;
+    xfa_tensor alibi;
+    int num_splits; /* 0: the backend chooses (xfa_decode_choose_splits) */
+} xfa_decode_args;
+
+/* A merge call after validation: n parts, each an o view and an lse view. */
+typedef struct xfa_merge_args {
+    int n;
+    const xfa_tensor *o_parts, *lse_parts; /* the caller's arrays, valid during the call */
+    xfa_tensor o, lse;
+    bool has_lse;
+    int64_t batch, seqlen, heads, head_dim;
+} xfa_merge_args;
+
 /*
  * The backend interface. Slots that take a context report errors with
  * xfa_fail(ctx, ...), which the public call returns to the caller; device_count
@@ -78,6 +108,10 @@ typedef struct xfa_backend_ops {
 
     /* Optional (NULL: XFA_FEATURE_BACKWARD is not offered). Enqueues the backward pass. */
     xfa_status (*backward)(xfa_context *ctx, const xfa_backward_args *args);
+    /* Optional (XFA_FEATURE_DECODE, XFA_FEATURE_PAGED_KV). Enqueues a decode call. */
+    xfa_status (*decode)(xfa_context *ctx, const xfa_decode_args *args);
+    /* Optional (XFA_FEATURE_MERGE). Enqueues a merge of partial results. */
+    xfa_status (*merge)(xfa_context *ctx, const xfa_merge_args *args);
 } xfa_backend_ops;
 
 struct xfa_context {
@@ -123,6 +157,19 @@ xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *p
                                  const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o, const xfa_tensor *d_o,
                                  const xfa_tensor *lse, const xfa_tensor *dq, const xfa_tensor *dk,
                                  const xfa_tensor *dv, xfa_backward_args *args);
+/* validate_decode.c: checks decode and merge calls and fills their args. */
+xfa_status xfa_validate_decode(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
+                               const xfa_kv_cache *cache, const xfa_tensor *k_new, const xfa_tensor *v_new,
+                               const xfa_tensor *o, const xfa_tensor *lse, xfa_decode_args *args);
+xfa_status xfa_validate_merge(xfa_context *ctx, int n, const xfa_tensor *o_parts, const xfa_tensor *lse_parts,
+                              const xfa_tensor *o, const xfa_tensor *lse, xfa_merge_args *args);
+/* Split-KV factor for a decode call: enough work-groups to fill the device's compute
+ * units a few times over, each with at least `min_keys` keys. */
+int xfa_decode_choose_splits(uint32_t compute_units, int64_t batch, int64_t heads_kv, int64_t max_len,
+                             int64_t min_keys);
+/* Shared by the validators: a feature the device must list, and whether two views share memory. */
+xfa_status xfa_require_feature(xfa_context *ctx, uint32_t feature, const char *what);
+bool xfa_views_intersect(const xfa_tensor *a, const xfa_tensor *b);
 /* Checks one view on its own: dtype, dims > 0, strides, alignment, overflow, bounds. */
 xfa_status xfa_validate_tensor(xfa_context *ctx, const char *name, const xfa_tensor *t);
 /* Nonzero if head_dim is in the supported set. */

@@ -59,6 +59,7 @@ xfa_status xfa_backend_from_name(const char *name, xfa_backend *out)
 
 const char *xfa_dtype_name(xfa_dtype dtype)
 {
+    if (dtype == XFA_DTYPE_I32) return "i32";
     return (unsigned)dtype < XFA_DTYPE_COUNT_ ? dtype_names[dtype] : NULL;
 }
 
@@ -71,13 +72,15 @@ xfa_status xfa_dtype_from_name(const char *name, xfa_dtype *out)
     if (same_word(name, "float32") || same_word(name, "fp32")) { *out = XFA_DTYPE_F32; return XFA_SUCCESS; }
     if (same_word(name, "float16") || same_word(name, "fp16") || same_word(name, "half")) { *out = XFA_DTYPE_F16; return XFA_SUCCESS; }
     if (same_word(name, "bfloat16")) { *out = XFA_DTYPE_BF16; return XFA_SUCCESS; }
+    if (same_word(name, "i32") || same_word(name, "int32")) { *out = XFA_DTYPE_I32; return XFA_SUCCESS; }
     return XFA_ERROR_INVALID_DTYPE;
 }
 
 size_t xfa_dtype_size(xfa_dtype dtype)
 {
     switch (dtype) {
-    case XFA_DTYPE_F32: return 4;
+    case XFA_DTYPE_F32:
+    case XFA_DTYPE_I32: return 4;
     case XFA_DTYPE_F16:
     case XFA_DTYPE_BF16: return 2;
     default: return 0;

@@ -112,7 +112,7 @@ xfa_status xfa_validate_tensor(xfa_context *ctx, const char *name, const xfa_ten
 }
 
 /* True if the byte ranges of two views on the same native memory intersect. */
-static bool views_intersect(const xfa_tensor *a, const xfa_tensor *b)
+bool xfa_views_intersect(const xfa_tensor *a, const xfa_tensor *b)
 {
     if (a->buffer->impl != b->buffer->impl) return false;
     const uint64_t a0 = a->buffer->native_offset + a->offset, a1 = a0 + xfa_tensor_span_bytes(a);
@@ -120,7 +120,7 @@ static bool views_intersect(const xfa_tensor *a, const xfa_tensor *b)
     return a0 < b1 && b0 < a1;
 }
 
-static xfa_status require_feature(xfa_context *ctx, uint32_t feature, const char *what)
+xfa_status xfa_require_feature(xfa_context *ctx, uint32_t feature, const char *what)
 {
     if (ctx->info.features & feature) return XFA_SUCCESS;
     return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "%s is not supported by the %s backend (%s path)", what,
@@ -156,11 +156,11 @@ static xfa_status validate_extras(xfa_context *ctx, const xfa_attention_params *
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "params.softcap is %g; it must be finite and >= 0 (0: off)",
                         (double)p->softcap);
 
-    if (p->causal && (st = require_feature(ctx, XFA_FEATURE_CAUSAL, "causal masking"))) return st;
+    if (p->causal && (st = xfa_require_feature(ctx, XFA_FEATURE_CAUSAL, "causal masking"))) return st;
     if ((p->window_left >= 0 || (!p->causal && p->window_right >= 0)) &&
-        (st = require_feature(ctx, XFA_FEATURE_WINDOW, "a sliding window (params.window_left/right)")))
+        (st = xfa_require_feature(ctx, XFA_FEATURE_WINDOW, "a sliding window (params.window_left/right)")))
         return st;
-    if (p->softcap > 0.0f && (st = require_feature(ctx, XFA_FEATURE_SOFTCAP, "softcap"))) return st;
+    if (p->softcap > 0.0f && (st = xfa_require_feature(ctx, XFA_FEATURE_SOFTCAP, "softcap"))) return st;
 
     if (p->alibi_slopes) {
         const xfa_tensor *a = p->alibi_slopes;
@@ -173,7 +173,7 @@ static xfa_status validate_extras(xfa_context *ctx, const xfa_attention_params *
                             "alibi_slopes has shape (%lld, %lld, %lld, %lld); it must be (1 or %lld, 1, %lld, 1)",
                             (long long)a->shape[0], (long long)a->shape[1], (long long)a->shape[2],
                             (long long)a->shape[3], (long long)B, (long long)Hq);
-        if ((st = require_feature(ctx, XFA_FEATURE_ALIBI, "ALiBi slopes"))) return st;
+        if ((st = xfa_require_feature(ctx, XFA_FEATURE_ALIBI, "ALiBi slopes"))) return st;
     }
     if (p->bias) {
         const xfa_tensor *b = p->bias;
@@ -187,7 +187,7 @@ static xfa_status validate_extras(xfa_context *ctx, const xfa_attention_params *
                             "bias has shape (%lld, %lld, %lld, %lld); it must be (1 or %lld, %lld, 1 or %lld, %lld)",
                             (long long)b->shape[0], (long long)b->shape[1], (long long)b->shape[2],
                             (long long)b->shape[3], (long long)B, (long long)Sq, (long long)Hq, (long long)Sk);
-        if ((st = require_feature(ctx, XFA_FEATURE_BIAS, "an additive bias"))) return st;
+        if ((st = xfa_require_feature(ctx, XFA_FEATURE_BIAS, "an additive bias"))) return st;
     }
     return XFA_SUCCESS;
 }
@@ -245,18 +245,18 @@ xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *pa
     const xfa_tensor *const inputs[6] = {q, k, v, params->alibi_slopes, params->bias, o};
     static const char *const input_names[6] = {"q", "k", "v", "alibi_slopes", "bias", "o"};
     for (int i = 0; i < 5; i++)
-        if (inputs[i] && views_intersect(o, inputs[i]))
+        if (inputs[i] && xfa_views_intersect(o, inputs[i]))
             return xfa_fail(ctx, XFA_ERROR_ALIASING, "o overlaps %s in memory", input_names[i]);
     if (lse)
         for (int i = 0; i < 6; i++)
-            if (inputs[i] && views_intersect(lse, inputs[i]))
+            if (inputs[i] && xfa_views_intersect(lse, inputs[i]))
                 return xfa_fail(ctx, XFA_ERROR_ALIASING, "lse overlaps %s in memory", input_names[i]);
 
-    if (lse && (st = require_feature(ctx, XFA_FEATURE_LSE, "the LSE output"))) return st;
-    if (q->shape[2] != k->shape[2] && (st = require_feature(ctx, XFA_FEATURE_GQA, "fewer K/V heads than Q heads (GQA)")))
+    if (lse && (st = xfa_require_feature(ctx, XFA_FEATURE_LSE, "the LSE output"))) return st;
+    if (q->shape[2] != k->shape[2] && (st = xfa_require_feature(ctx, XFA_FEATURE_GQA, "fewer K/V heads than Q heads (GQA)")))
         return st;
     if (q->shape[1] != k->shape[1] &&
-        (st = require_feature(ctx, XFA_FEATURE_SEQLEN_QK_DIFFER, "seqlen_q different from seqlen_k")))
+        (st = xfa_require_feature(ctx, XFA_FEATURE_SEQLEN_QK_DIFFER, "seqlen_q different from seqlen_k")))
         return st;
 
     args->q = *q;
@@ -305,7 +305,7 @@ xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *p
 {
     xfa_status st;
     if (!lse) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "lse is NULL; the backward pass needs the forward's LSE");
-    if ((st = require_feature(ctx, XFA_FEATURE_BACKWARD, "the backward pass"))) return st;
+    if ((st = xfa_require_feature(ctx, XFA_FEATURE_BACKWARD, "the backward pass"))) return st;
     /* o and lse are inputs here, but the forward's checks (shapes, dtypes, features) all apply */
     if ((st = xfa_validate_forward(ctx, params, q, k, v, o, lse, &args->fwd))) return st;
     if ((st = require_like(ctx, "d_o", d_o, "o", o)) || (st = require_like(ctx, "dq", dq, "q", q)) ||
@@ -319,10 +319,10 @@ xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *p
     static const char *const output_names[3] = {"dq", "dk", "dv"};
     for (int i = 0; i < 3; i++) {
         for (int j = 0; j < 8; j++)
-            if (inputs[j] && views_intersect(outputs[i], inputs[j]))
+            if (inputs[j] && xfa_views_intersect(outputs[i], inputs[j]))
                 return xfa_fail(ctx, XFA_ERROR_ALIASING, "%s overlaps %s in memory", output_names[i], input_names[j]);
         for (int j = i + 1; j < 3; j++)
-            if (views_intersect(outputs[i], outputs[j]))
+            if (xfa_views_intersect(outputs[i], outputs[j]))
                 return xfa_fail(ctx, XFA_ERROR_ALIASING, "%s overlaps %s in memory", output_names[i], output_names[j]);
     }
     args->d_o = *d_o;
