@@ -15,6 +15,28 @@
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
+/* The inner loops work on 8-float vectors (GCC/Clang vector extensions: AVX on x86-64-v3,
+ * pairs of SSE registers or scalars elsewhere); P.V holds ACC_CHUNK elements of a row of
+ * acc in registers across the keys. d is a multiple of 32. */
+typedef float vec8 __attribute__((vector_size(32)));
+typedef float vec8_unaligned __attribute__((vector_size(32), aligned(4)));
+#define ACC_CHUNK 32
+
+/* macros, not functions: a vector-returning function would change ABI with the target */
+#define load8(p) (*(const vec8_unaligned *)(p))
+#define store8(p, v) (*(vec8_unaligned *)(p) = (v))
+
+/* Row (b, s, h, 0..d-1) of a view as floats; a straight copy when it is contiguous f32. */
+static void load_row(float *dst, const void *base, const xfa_tensor *t, xfa_dtype dtype, int64_t b, int64_t s,
+                     int64_t h, int64_t d)
+{
+    const int64_t at = xfa_tensor_index(t, b, s, h, 0);
+    if (t->stride[3] == 1 && dtype == XFA_DTYPE_F32) {
+        memcpy(dst, (const float *)base + at, (size_t)d * sizeof *dst);
+        return;
+    }
+    for (int64_t x = 0; x < d; x++) dst[x] = xfa_load_f32(base, dtype, at + x * t->stride[3]);
+}
 
 size_t xfa_cpu_scratch_floats(const xfa_plan *plan)
 {
@@ -50,7 +72,7 @@ float xfa_cpu_score_extras(const xfa_forward_args *a, const xfa_cpu_views *mem, 
     return s;
 }
 
-void xfa_cpu_forward_block(const xfa_forward_args *a, const xfa_cpu_views *mem, int64_t b, int64_t h, int64_t q_block,
+XFA_CPU_HOT void xfa_cpu_forward_block(const xfa_forward_args *a, const xfa_cpu_views *mem, int64_t b, int64_t h, int64_t q_block,
                            float *scratch)
 {
     const int64_t Br = a->plan.Br, Bc = a->plan.Bc, d = a->head_dim;
@@ -76,45 +98,59 @@ void xfa_cpu_forward_block(const xfa_forward_args *a, const xfa_cpu_views *mem, 
     memset(acc, 0, (size_t)(Br * d) * sizeof *acc);
 
     /* The keys any row of this block may see (causal mask and window); blocks outside are skipped. */
-    const int64_t wl = a->window_left, wr = a->window_right;
     int64_t key_begin, key_end;
     xfa_cpu_key_range(a, row0, rows, &key_begin, &key_end);
     for (int64_t col0 = key_begin; col0 < key_end; col0 += Bc) {
         const int64_t cols = key_end - col0 < Bc ? key_end - col0 : Bc;
-        for (int64_t c = 0; c < cols; c++)
-            for (int64_t x = 0; x < d; x++) {
-                K_tile[c * d + x] = xfa_load_f32(mem->k, a->dtype, xfa_tensor_index(&a->k, b, col0 + c, hk, x));
-                V_tile[c * d + x] = xfa_load_f32(mem->v, a->dtype, xfa_tensor_index(&a->v, b, col0 + c, hk, x));
-            }
+        for (int64_t c = 0; c < cols; c++) {
+            load_row(K_tile + c * d, mem->k, &a->k, a->dtype, b, col0 + c, hk, d);
+            load_row(V_tile + c * d, mem->v, &a->v, a->dtype, b, col0 + c, hk, d);
+        }
         for (int64_t r = 0; r < rows; r++) {
+            const int64_t i = row0 + r;
             float *S_row = S + r * Bc;
-            float row_max = -INFINITY;
-            for (int64_t c = 0; c < cols; c++) {
-                const int64_t i = row0 + r, j = col0 + c;
-                float s = -INFINITY;
-                if (xfa_key_visible(wl, wr, i, j, Sq, Sk)) {
-                    s = xfa_cpu_dot(Q_tile + r * d, K_tile + c * d, d);
-                    if (extras) s = xfa_cpu_score_extras(a, mem, s, slope, b, h, i, j) * (float)LOG2E;
-                }
+            const float *q_row = Q_tile + r * d;
+            int64_t lo, hi; /* this row's visible keys */
+            xfa_visible_keys(a->window_left, a->window_right, i, Sq, Sk, &lo, &hi);
+            const int64_t c_lo = lo - col0 > 0 ? lo - col0 : 0, c_hi = hi - col0 < cols - 1 ? hi - col0 : cols - 1;
+            for (int64_t c = 0; c < cols; c++) S_row[c] = -INFINITY;
+            for (int64_t c = c_lo; c <= c_hi; c++) {
+                const float *k_row = K_tile + c * d;
+                vec8 part = {0};
+                for (int64_t x = 0; x < d; x += 8) part += load8(q_row + x) * load8(k_row + x);
+                float s = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+                if (extras) s = xfa_cpu_score_extras(a, mem, s, slope, b, h, i, col0 + c) * (float)LOG2E;
                 S_row[c] = s;
-                row_max = fmaxf(row_max, s);
             }
-            const float m_new = fmaxf(m_i[r], row_max);
+            float row_max = -INFINITY;
+            for (int64_t c = c_lo; c <= c_hi; c++) row_max = S_row[c] > row_max ? S_row[c] : row_max;
+            const float m_new = m_i[r] > row_max ? m_i[r] : row_max;
             if (m_new == -INFINITY) continue; /* nothing visible yet: keep m_i, l_i, acc at their start */
             const float alpha = exp2f(m_i[r] - m_new); /* rescales what was accumulated under the old max */
             float row_sum = 0.0f;
             for (int64_t c = 0; c < cols; c++) {
-                S_row[c] = exp2f(S_row[c] - m_new);
+                S_row[c] = c < c_lo || c > c_hi ? 0.0f : exp2f(S_row[c] - m_new);
                 row_sum += S_row[c];
             }
             l_i[r] = l_i[r] * alpha + row_sum;
             m_i[r] = m_new;
+            /* acc = acc * alpha + P V, ACC_CHUNK columns of acc held in registers across the keys */
             float *acc_row = acc + r * d;
-            for (int64_t x = 0; x < d; x++) acc_row[x] *= alpha;
-            for (int64_t c = 0; c < cols; c++) {
-                const float p = S_row[c];
-                const float *V_row = V_tile + c * d;
-                for (int64_t x = 0; x < d; x++) acc_row[x] += p * V_row[x];
+            for (int64_t x0 = 0; x0 < d; x0 += ACC_CHUNK) {
+                vec8 a0 = load8(acc_row + x0) * alpha, a1 = load8(acc_row + x0 + 8) * alpha;
+                vec8 a2 = load8(acc_row + x0 + 16) * alpha, a3 = load8(acc_row + x0 + 24) * alpha;
+                for (int64_t c = 0; c < cols; c++) {
+                    const float p = S_row[c];
+                    const float *v_row = V_tile + c * d + x0;
+                    a0 += p * load8(v_row);
+                    a1 += p * load8(v_row + 8);
+                    a2 += p * load8(v_row + 16);
+                    a3 += p * load8(v_row + 24);
+                }
+                store8(acc_row + x0, a0);
+                store8(acc_row + x0 + 8, a1);
+                store8(acc_row + x0 + 16, a2);
+                store8(acc_row + x0 + 24, a3);
             }
         }
     }

@@ -7,6 +7,14 @@
 
 #include "internal.h"
 
+/* The hot loops get an x86-64-v3 (AVX2 + FMA) clone picked at load time, so one build
+ * runs on any x86-64 and still uses the wide vectors where the CPU has them. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_THREAD__)
+#define XFA_CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define XFA_CPU_HOT
+#endif
+
 /* Scratch one worker needs for a plan, in floats. */
 size_t xfa_cpu_scratch_floats(const xfa_plan *plan);
 

@@ -185,6 +185,15 @@ static inline bool xfa_key_visible(int64_t window_left, int64_t window_right, in
     return (window_left < 0 || j >= diagonal - window_left) && (window_right < 0 || j <= diagonal + window_right);
 }
 
+/* The same rule as a range: row i sees exactly the keys lo..hi (lo > hi: none), clipped to 0..Sk-1. */
+static inline void xfa_visible_keys(int64_t window_left, int64_t window_right, int64_t i, int64_t seqlen_q,
+                                    int64_t seqlen_k, int64_t *lo, int64_t *hi)
+{
+    const int64_t diagonal = i + seqlen_k - seqlen_q;
+    *lo = window_left < 0 || diagonal - window_left < 0 ? 0 : diagonal - window_left;
+    *hi = window_right < 0 || diagonal + window_right > seqlen_k - 1 ? seqlen_k - 1 : diagonal + window_right;
+}
+
 /* Element offset of (b, s, h, d) in a view. */
 static inline int64_t xfa_tensor_index(const xfa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d)
 {
