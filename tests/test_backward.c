@@ -4,7 +4,7 @@
  * the backend has no device or no backward pass.
  */
 #include "backward_case.h"
-#include "check_run.h"
+#include "backend_suite.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,27 +126,5 @@ static Suite *backward_suite(const char *backend)
 
 int main(int argc, char **argv)
 {
-    xfa_backend backend;
-    if (argc < 2 || xfa_backend_from_name(argv[1], &backend) != XFA_SUCCESS) {
-        fprintf(stderr, "usage: %s <cpu|opencl|vulkan|cuda>\n", argv[0]);
-        return 2;
-    }
-    int count = 0;
-    if (xfa_device_count(backend, &count) != XFA_SUCCESS || count == 0) {
-        printf("SKIP: the %s backend sees no device\n", argv[1]);
-        return 77;
-    }
-    if (xfa_context_create(backend, 0, &ctx)) {
-        fprintf(stderr, "xfa_context_create(%s): %s\n", argv[1], xfa_last_error());
-        return 1;
-    }
-    xfa_context_get_info(ctx, &info);
-    if (!(info.features & XFA_FEATURE_BACKWARD)) {
-        printf("SKIP: the %s backend (%s path) has no backward pass\n", argv[1], info.path);
-        xfa_context_destroy(&ctx);
-        return 77;
-    }
-    const int rc = xfa_check_run(backward_suite(argv[1]), backend == XFA_BACKEND_CPU);
-    xfa_context_destroy(&ctx);
-    return rc;
+    return xfa_run_backend_suite(argc, argv, XFA_FEATURE_BACKWARD, "backward pass", backward_suite, &ctx, &info);
 }

@@ -5,7 +5,7 @@
  * Usage: test_decode <backend>; exit 77 when the backend has no decode path.
  */
 #include "attention_case.h"
-#include "check_run.h"
+#include "backend_suite.h"
 #include "dtype.h"
 #include "internal.h"
 
@@ -416,27 +416,5 @@ static Suite *decode_suite(const char *backend)
 
 int main(int argc, char **argv)
 {
-    xfa_backend backend;
-    if (argc < 2 || xfa_backend_from_name(argv[1], &backend) != XFA_SUCCESS) {
-        fprintf(stderr, "usage: %s <cpu|opencl|vulkan|cuda>\n", argv[0]);
-        return 2;
-    }
-    int count = 0;
-    if (xfa_device_count(backend, &count) != XFA_SUCCESS || count == 0) {
-        printf("SKIP: the %s backend sees no device\n", argv[1]);
-        return 77;
-    }
-    if (xfa_context_create(backend, 0, &ctx)) {
-        fprintf(stderr, "xfa_context_create(%s): %s\n", argv[1], xfa_last_error());
-        return 1;
-    }
-    xfa_context_get_info(ctx, &info);
-    if (!(info.features & (XFA_FEATURE_DECODE | XFA_FEATURE_MERGE))) {
-        printf("SKIP: the %s backend (%s path) has no decode path\n", argv[1], info.path);
-        xfa_context_destroy(&ctx);
-        return 77;
-    }
-    const int rc = xfa_check_run(decode_suite(argv[1]), backend == XFA_BACKEND_CPU);
-    xfa_context_destroy(&ctx);
-    return rc;
+    return xfa_run_backend_suite(argc, argv, XFA_FEATURE_DECODE | XFA_FEATURE_MERGE, "decode path", decode_suite, &ctx, &info);
 }

@@ -6,7 +6,7 @@
  * device is reported as skipped (exit 77), not passed.
  */
 #include "attention_case.h"
-#include "check_run.h"
+#include "backend_suite.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,31 +213,5 @@ static Suite *forward_suite(const char *backend)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s <cpu|opencl|vulkan|cuda> [device]\n", argv[0]);
-        return 2;
-    }
-    xfa_backend backend;
-    if (xfa_backend_from_name(argv[1], &backend) != XFA_SUCCESS) {
-        fprintf(stderr, "unknown backend %s\n", argv[1]);
-        return 2;
-    }
-    const int device = argc > 2 ? atoi(argv[2]) : 0;
-    int count = 0;
-    if (xfa_device_count(backend, &count) != XFA_SUCCESS || count <= device) {
-        printf("SKIP: the %s backend sees no device %d (%s)\n", argv[1], device, xfa_last_error());
-        return 77;
-    }
-    xfa_status st = xfa_context_create(backend, device, &ctx);
-    if (st) {
-        fprintf(stderr, "xfa_context_create(%s): %s\n", argv[1], xfa_last_error());
-        return 1;
-    }
-    xfa_context_get_info(ctx, &info);
-    printf("backend %s, device %s, path %s, M = %llu bytes\n", argv[1], info.name, info.path,
-           (unsigned long long)info.local_mem_bytes);
-    /* GPU runtimes may not survive fork(); the CPU backend can be isolated per test. */
-    const int rc = xfa_check_run(forward_suite(argv[1]), backend == XFA_BACKEND_CPU);
-    xfa_context_destroy(&ctx);
-    return rc;
+    return xfa_run_backend_suite(argc, argv, 0, "forward pass", forward_suite, &ctx, &info);
 }
