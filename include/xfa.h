@@ -134,7 +134,8 @@ enum {
     XFA_FEATURE_BACKWARD = 1u << 9,     /* xfa_attention_backward */
     XFA_FEATURE_DECODE = 1u << 10,      /* xfa_attention_decode with a contiguous KV cache */
     XFA_FEATURE_PAGED_KV = 1u << 11,    /* xfa_attention_decode with a paged KV cache */
-    XFA_FEATURE_MERGE = 1u << 12        /* xfa_merge_partials */
+    XFA_FEATURE_MERGE = 1u << 12,       /* xfa_merge_partials */
+    XFA_FEATURE_VARLEN = 1u << 13       /* packed variable-length batches (cu_seqlens) */
 };
 
 /* Head dims: multiples of XFA_HEAD_DIM_STEP from XFA_HEAD_DIM_MIN to XFA_HEAD_DIM_MAX. */
@@ -266,10 +267,19 @@ typedef struct xfa_attention_params {
     /* Additive bias (or mask: -inf hides a key), shape (1 or B, Sq, 1 or Hq, Sk), f32 or the
      * dtype of q. Broadcast over batch and heads where that dimension is 1. NULL: off */
     const xfa_tensor *bias;
+    /* Variable-length batch (FlashAttention's varlen): q, k, v and o hold B sequences packed
+     * along the seqlen dimension with batch 1 (q: (1, total_q, Hq, D)); cu_seqlens_q and
+     * cu_seqlens_k are i32 (B+1, 1, 1, 1) offsets, sequence b being rows cu[b] .. cu[b+1]-1
+     * (empty sequences allowed). Masks, windows and ALiBi apply per sequence, with its own
+     * lengths; the LSE is (1, total_q, Hq, 1). max_seqlen_q bounds cu_seqlens_q[b+1] -
+     * cu_seqlens_q[b] (GPU grids are sized from it without reading the offsets). NULL: off. */
+    const xfa_tensor *cu_seqlens_q, *cu_seqlens_k;
+    int64_t max_seqlen_q;
 } xfa_attention_params;
 
-/* Defaults: scale 1/sqrt(d), not causal, the library's plan, no window, softcap, ALiBi or bias. */
-#define XFA_ATTENTION_PARAMS_DEFAULT {0.0f, 0, NULL, -1, -1, 0.0f, NULL, NULL}
+/* Defaults: scale 1/sqrt(d), not causal, the library's plan, no window, softcap, ALiBi,
+ * bias or variable lengths. */
+#define XFA_ATTENTION_PARAMS_DEFAULT {0.0f, 0, NULL, -1, -1, 0.0f, NULL, NULL, NULL, NULL, 0}
 
 /*
  * O = softmax(S) V per batch and head, exactly (no approximation), where for

@@ -153,6 +153,33 @@ START_TEST(test_feature_combination)
 }
 END_TEST
 
+/* Packed variable-length batches: ragged and empty sequences, Sq != Sk per sequence,
+ * combined with GQA, causal, windows and ALiBi. */
+START_TEST(test_varlen)
+{
+    static const int64_t lens[][2][5] = {
+        {{5, 17, 1, 33, 9}, {5, 17, 1, 33, 9}},   /* equal q and k lengths */
+        {{0, 12, 40, 3, 0}, {7, 30, 40, 0, 2}},   /* empty sequences on either side */
+        {{1, 1, 1, 1, 1}, {64, 3, 100, 1, 20}},   /* one query token each, decode-like */
+        {{70, 2, 25, 0, 11}, {35, 50, 25, 8, 11}},
+    };
+    const int64_t (*l)[5] = lens[_i % 4];
+    xfa_test_case tc = xfa_test_case_make(1, 1, 1, 4, 2, 64, (xfa_dtype)(_i % XFA_DTYPE_COUNT_), _i / 4 % 2,
+                                          9300 + (uint64_t)_i);
+    xfa_test_case_varlen(&tc, 5, l[0], l[1]);
+    uint32_t need = XFA_FEATURE_VARLEN | XFA_FEATURE_GQA;
+    if (_i >= 8) {
+        tc.window_left = 6;
+        tc.alibi = true;
+        need |= XFA_FEATURE_WINDOW | XFA_FEATURE_ALIBI;
+    }
+    tc.Br = 16;
+    tc.Bc = 16;
+    tc.layout = _i % 3 ? XFA_LAYOUT_BSHD : XFA_LAYOUT_BHSD;
+    expect_pass_with(need, &tc);
+}
+END_TEST
+
 /* The check itself must be able to fail: a wrong value, an unwritten element and a
  * write past the view are each caught, in every dtype. */
 START_TEST(test_corruption_is_caught)
@@ -205,6 +232,7 @@ static Suite *forward_suite(const char *backend)
     tcase_add_loop_test(tc, test_windows, 0, 14);
     tcase_add_loop_test(tc, test_softcap_alibi_bias, 0, 24);
     tcase_add_loop_test(tc, test_feature_combination, 0, 6);
+    tcase_add_loop_test(tc, test_varlen, 0, 16);
     tcase_add_loop_test(tc, test_corruption_is_caught, 0, 3 * XFA_DTYPE_COUNT_);
     tcase_add_test(tc, test_plan_override_checked);
     suite_add_tcase(s, tc);

@@ -271,6 +271,37 @@ START_TEST(test_extras)
 }
 END_TEST
 
+START_TEST(test_varlen_arguments)
+{
+    /* offsets (3 sequences) in the tail of the buffer, after the LSE */
+    const size_t tail = 4 * ELEMS * 4 + (size_t)B * S * H * 4;
+    xfa_tensor cu = xfa_tensor_bshd(buf, tail, XFA_DTYPE_I32, 4, 1, 1, 1);
+    xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
+    params.cu_seqlens_q = &cu;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_NULL_POINTER, "cu_seqlens_k");
+    params.cu_seqlens_k = &cu;
+    params.max_seqlen_q = 3;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_SHAPE_MISMATCH, "q.shape[0] is 2");
+    q.shape[0] = k.shape[0] = v.shape[0] = o.shape[0] = lse.shape[0] = 1;
+    params.max_seqlen_q = 0;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_INVALID_ARGUMENT, "max_seqlen_q");
+    params.max_seqlen_q = 3;
+    xfa_tensor cu_f32 = xfa_tensor_bshd(buf, tail, XFA_DTYPE_F32, 4, 1, 1, 1);
+    params.cu_seqlens_k = &cu_f32;
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_DTYPE_MISMATCH, "i32");
+    params.cu_seqlens_k = &cu;
+    /* offsets 0, 2, 1, 5: decreasing, and past S = 5 rows is fine only up to 5 */
+    const int32_t bad[4] = {0, 2, 1, 5};
+    ck_assert_int_eq(xfa_buffer_upload(buf, tail, bad, sizeof bad), XFA_SUCCESS);
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_OUT_OF_BOUNDS, "cu_seqlens_q[2]");
+    const int32_t good[4] = {0, 2, 2, 5};
+    ck_assert_int_eq(xfa_buffer_upload(buf, tail, good, sizeof good), XFA_SUCCESS);
+    ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_SUCCESS);
+    params.max_seqlen_q = 2; /* the last sequence has 3 rows */
+    EXPECT(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_ERROR_OUT_OF_BOUNDS, "max_seqlen_q = 2");
+}
+END_TEST
+
 START_TEST(test_buffers)
 {
     xfa_buffer *b = NULL;
@@ -412,6 +443,7 @@ static Suite *validation_suite(void)
     tcase_add_test(tc, test_wrong_context);
     tcase_add_test(tc, test_params);
     tcase_add_test(tc, test_extras);
+    tcase_add_test(tc, test_varlen_arguments);
     tcase_add_test(tc, test_buffers);
     tcase_add_test(tc, test_contexts_and_backends);
     tcase_add_test(tc, test_auto_backend_env);

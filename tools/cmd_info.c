@@ -10,7 +10,7 @@ static void print_features(uint32_t f)
         {XFA_FEATURE_SEQLEN_QK_DIFFER, "seqlen_q!=seqlen_k"}, {XFA_FEATURE_WINDOW, "window"},
         {XFA_FEATURE_SOFTCAP, "softcap"}, {XFA_FEATURE_ALIBI, "alibi"}, {XFA_FEATURE_BIAS, "bias"},
         {XFA_FEATURE_ENGINE_HANDLES, "engine-handles"}, {XFA_FEATURE_BACKWARD, "backward"}, {XFA_FEATURE_DECODE, "decode"},
-        {XFA_FEATURE_PAGED_KV, "paged-kv"}, {XFA_FEATURE_MERGE, "merge"},
+        {XFA_FEATURE_PAGED_KV, "paged-kv"}, {XFA_FEATURE_MERGE, "merge"}, {XFA_FEATURE_VARLEN, "varlen"},
     };
     const char *sep = "";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

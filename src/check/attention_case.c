@@ -89,6 +89,7 @@ void xfa_test_case_describe(const xfa_test_case *tc, char *out, size_t size)
     if (tc->bias)
         snprintf(extras + strlen(extras), sizeof extras - strlen(extras), " bias(%s)", xfa_dtype_name(tc->bias_dtype));
     if ((tc->alibi || tc->bias) && tc->per_batch) snprintf(extras + strlen(extras), sizeof extras - strlen(extras), "/full");
+    if (tc->sequences) snprintf(extras + strlen(extras), sizeof extras - strlen(extras), " varlen(%d)", tc->sequences);
     snprintf(out, size, "B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld D=%lld %s%s%s%s %s pad=%lld Br=%u Bc=%u seed=%llu",
              (long long)tc->batch, (long long)tc->seqlen_q, (long long)tc->seqlen_k, (long long)tc->heads_q,
              (long long)tc->heads_kv, (long long)tc->head_dim, xfa_dtype_name(tc->dtype), tc->causal ? " causal" : "",
@@ -126,8 +127,81 @@ static xfa_test_result fail_setup(xfa_test_result r, xfa_context *ctx, xfa_statu
     return r;
 }
 
+void xfa_test_case_varlen(xfa_test_case *tc, int n, const int64_t *seq_q, const int64_t *seq_k)
+{
+    tc->batch = 1;
+    tc->sequences = n;
+    tc->seqlen_q = tc->seqlen_k = 0;
+    for (int b = 0; b < n; b++) {
+        tc->seq_q[b] = seq_q[b];
+        tc->seq_k[b] = seq_k[b];
+        tc->seqlen_q += seq_q[b];
+        tc->seqlen_k += seq_k[b];
+    }
+    /* the packed tensors need at least one row each */
+    if (tc->seqlen_q == 0) tc->seq_q[n - 1] = tc->seqlen_q = 1;
+    if (tc->seqlen_k == 0) tc->seq_k[n - 1] = tc->seqlen_k = 1;
+}
+
+/* The reference of one packed sequence: the views narrowed to its rows. */
+static xfa_reference_problem sequence_problem(const xfa_reference_problem *all, int64_t q0, int64_t len_q, int64_t k0,
+                                              int64_t len_k)
+{
+    xfa_reference_problem p = *all;
+    const size_t elem = xfa_dtype_size(all->q.dtype);
+    p.q.data = (const char *)p.q.data + (size_t)(q0 * p.q.stride[1]) * elem;
+    p.k.data = (const char *)p.k.data + (size_t)(k0 * p.k.stride[1]) * elem;
+    p.v.data = (const char *)p.v.data + (size_t)(k0 * p.v.stride[1]) * elem;
+    p.q.shape[1] = len_q;
+    p.k.shape[1] = p.v.shape[1] = len_k;
+    return p;
+}
+
+xfa_status xfa_test_reference(const xfa_test_case *tc, const xfa_test_inputs *in, double *o, double *lse,
+                              float *o_unfused)
+{
+    if (tc->sequences == 0) {
+        xfa_status st = xfa_reference_forward(&in->reference, o, lse);
+        if (!st && o_unfused) st = xfa_reference_unfused(&in->reference, tc->dtype, o_unfused);
+        return st;
+    }
+    const int64_t Hq = tc->heads_q, D = tc->head_dim, total = tc->seqlen_q;
+    double *o_seq = malloc((size_t)(total * Hq * D) * sizeof *o_seq), *lse_seq = malloc((size_t)(total * Hq) * sizeof *lse_seq);
+    float *unf_seq = malloc((size_t)(total * Hq * D) * sizeof *unf_seq);
+    xfa_status st = o_seq && lse_seq && unf_seq ? XFA_SUCCESS : XFA_ERROR_OUT_OF_HOST_MEMORY;
+    int64_t q0 = 0, k0 = 0;
+    for (int b = 0; b < tc->sequences && !st; b++) {
+        const int64_t len_q = tc->seq_q[b], len_k = tc->seq_k[b];
+        if (len_q > 0 && len_k > 0) {
+            const xfa_reference_problem p = sequence_problem(&in->reference, q0, len_q, k0, len_k);
+            st = xfa_reference_forward(&p, o_seq, lse_seq);
+            if (!st && o_unfused) st = xfa_reference_unfused(&p, tc->dtype, unf_seq);
+        } else { /* rows that see no key */
+            for (int64_t i = 0; i < len_q * Hq * D; i++) o_seq[i] = 0, unf_seq[i] = 0;
+            for (int64_t i = 0; i < len_q * Hq; i++) lse_seq[i] = -INFINITY;
+        }
+        /* scatter into the packed (1, total, Hq, D) and (1, Hq, total) arrays */
+        for (int64_t i = 0; i < len_q && !st; i++)
+            for (int64_t h = 0; h < Hq; h++) {
+                for (int64_t x = 0; x < D; x++) {
+                    o[((q0 + i) * Hq + h) * D + x] = o_seq[(i * Hq + h) * D + x];
+                    if (o_unfused) o_unfused[((q0 + i) * Hq + h) * D + x] = unf_seq[(i * Hq + h) * D + x];
+                }
+                if (lse) lse[h * total + q0 + i] = lse_seq[h * len_q + i];
+            }
+        q0 += len_q;
+        k0 += len_k;
+    }
+    free(o_seq);
+    free(lse_seq);
+    free(unf_seq);
+    return st;
+}
+
 void xfa_test_inputs_free(xfa_test_inputs *in)
 {
+    xfa_test_tensor_free(&in->cu_q);
+    xfa_test_tensor_free(&in->cu_k);
     xfa_test_tensor_free(&in->q);
     xfa_test_tensor_free(&in->k);
     xfa_test_tensor_free(&in->v);
@@ -180,6 +254,29 @@ xfa_status xfa_test_inputs_make(xfa_context *ctx, const xfa_test_case *tc, uint6
     }
 
     in->params = xfa_test_case_params(tc, &in->alibi.view, &in->bias.view);
+    if (tc->sequences > 0) { /* offsets of the packed sequences */
+        const int64_t n = tc->sequences, shape[4] = {n + 1, 1, 1, 1}, stride[4] = {1, 1, 1, 1};
+        if (!xfa_test_tensor_alloc(&in->cu_q, XFA_DTYPE_I32, shape, stride) ||
+            !xfa_test_tensor_alloc(&in->cu_k, XFA_DTYPE_I32, shape, stride)) {
+            snprintf(message, size, "test allocation failed");
+            return XFA_ERROR_OUT_OF_HOST_MEMORY;
+        }
+        int32_t *cq = (int32_t *)(in->cu_q.host + in->cu_q.view.offset), *ck = (int32_t *)(in->cu_k.host + in->cu_k.view.offset);
+        cq[0] = ck[0] = 0;
+        int64_t longest = 1;
+        for (int64_t b = 0; b < n; b++) {
+            cq[b + 1] = cq[b] + (int32_t)tc->seq_q[b];
+            ck[b + 1] = ck[b] + (int32_t)tc->seq_k[b];
+            longest = tc->seq_q[b] > longest ? tc->seq_q[b] : longest;
+        }
+        if ((st = xfa_test_tensor_upload(ctx, &in->cu_q)) || (st = xfa_test_tensor_upload(ctx, &in->cu_k))) {
+            snprintf(message, size, "buffer setup: %s", xfa_context_last_error(ctx));
+            return st;
+        }
+        in->params.cu_seqlens_q = &in->cu_q.view;
+        in->params.cu_seqlens_k = &in->cu_k.view;
+        in->params.max_seqlen_q = longest;
+    }
     if (tc->Br || tc->Bc) {
         if ((st = xfa_plan_get(ctx, (uint32_t)D, tc->dtype, &in->plan))) {
             snprintf(message, size, "xfa_plan_get: %s", xfa_context_last_error(ctx));
@@ -267,9 +364,15 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
         r = fail_setup(r, ctx, st, "download");
         goto done;
     }
-    if (!tc->skip_reference && xfa_reference_forward(&in.reference, o_ref, lse_ref)) {
-        r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "reference");
-        goto done;
+    if (!tc->skip_reference) {
+        if (tc->dtype != XFA_DTYPE_F32 && !(o_unfused = malloc(n_out * sizeof *o_unfused))) {
+            r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "unfused reference");
+            goto done;
+        }
+        if (xfa_test_reference(tc, &in, o_ref, lse_ref, o_unfused)) {
+            r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "reference");
+            goto done;
+        }
     }
 
     if (tc->corrupt != XFA_CORRUPT_NONE) {
@@ -298,14 +401,7 @@ xfa_test_result xfa_test_run_case(xfa_context *ctx, const xfa_test_case *tc)
     }
     for (size_t i = 0; i < n_out; i++) r.ref_max = fmax(r.ref_max, fabs(o_ref[i]));
     r.max_abs_err = r.nonfinite ? INFINITY : max_abs_diff_f(o_got, o_ref, n_out);
-    if (tc->dtype != XFA_DTYPE_F32) {
-        o_unfused = malloc(n_out * sizeof *o_unfused);
-        if (!o_unfused || xfa_reference_unfused(&in.reference, tc->dtype, o_unfused)) {
-            r = fail_setup(r, ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "unfused reference");
-            goto done;
-        }
-        r.unfused_err = max_abs_diff_f(o_unfused, o_ref, n_out);
-    }
+    if (o_unfused) r.unfused_err = max_abs_diff_f(o_unfused, o_ref, n_out);
     r.tolerance = xfa_test_tolerance(tc->dtype, r.ref_max, r.unfused_err);
 
     bool lse_ok = true;

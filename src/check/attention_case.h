@@ -43,6 +43,8 @@ typedef struct xfa_test_case {
     bool bias;         /* random additive bias with some -inf entries (masked keys) */
     bool per_batch;    /* alibi/bias vary over batch (and bias over heads) rather than broadcast */
     xfa_dtype bias_dtype; /* f32 or the case's dtype */
+    int sequences;     /* > 0: a packed variable-length batch of these sequences (batch is 1) */
+    int64_t seq_q[8], seq_k[8]; /* their lengths (0 allowed); seqlen_q/k are the sums */
     float scale;       /* 0: default 1/sqrt(d) */
     uint64_t seed;
     xfa_test_corruption corrupt; /* test hook (see above) */
@@ -69,7 +71,7 @@ typedef struct xfa_test_result {
  * for, the params and plan override the case asks for, and the same problem for the
  * reference. Keep it in place: params points into it. */
 typedef struct xfa_test_inputs {
-    xfa_test_tensor q, k, v, alibi, bias;
+    xfa_test_tensor q, k, v, alibi, bias, cu_q, cu_k;
     xfa_attention_params params;
     xfa_plan plan;
     xfa_reference_problem reference;
@@ -80,6 +82,12 @@ xfa_status xfa_test_inputs_make(xfa_context *ctx, const xfa_test_case *tc, uint6
 void xfa_test_inputs_free(xfa_test_inputs *in);
 /* A poisoned (B, S, H, D) output in the case's dtype and layout, uploaded. */
 xfa_status xfa_test_output_make(xfa_context *ctx, const xfa_test_case *tc, int64_t S, int64_t H, xfa_test_tensor *t);
+/* Turns a case into a packed variable-length batch of n sequences with these lengths. */
+void xfa_test_case_varlen(xfa_test_case *tc, int n, const int64_t *seq_q, const int64_t *seq_k);
+/* The fp64 reference of the inputs (per sequence when packed): o (BSHD), lse (B, H, S); and,
+ * when o_unfused is not NULL, the unfused one in the case's dtype. */
+xfa_status xfa_test_reference(const xfa_test_case *tc, const xfa_test_inputs *in, double *o, double *lse,
+                              float *o_unfused);
 /* The allowed max |x - ref|: f32 1e-5 of max |ref|; f16/bf16 twice the unfused error (at least an ulp). */
 double xfa_test_tolerance(xfa_dtype dtype, double ref_max, double unfused_err);
 

@@ -105,7 +105,8 @@ static xfa_status cpu_device_info(int index, xfa_device_info *info, char *msg)
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
                      XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI | XFA_FEATURE_BIAS |
-                     XFA_FEATURE_BACKWARD | XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV | XFA_FEATURE_MERGE;
+                     XFA_FEATURE_BACKWARD | XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV | XFA_FEATURE_MERGE |
+                     XFA_FEATURE_VARLEN;
     return XFA_SUCCESS;
 }
 
@@ -195,6 +196,7 @@ typedef struct cpu_job {
     float *parts, *part_lse;
     int splits;
     const xfa_merge_args *merge; /* merge_partials */
+    const int32_t *cu_q, *cu_k;  /* variable-length offsets (host memory) */
     int64_t blocks; /* blocks per (batch, head) */
     int64_t total;
     size_t scratch_floats;
@@ -255,11 +257,53 @@ static void job_views(cpu_job *job, const xfa_forward_args *a)
     job->mem.bias = a->has_bias ? view_base(&a->bias) : NULL;
 }
 
-/* forward: items are (batch, head, query block) */
+/* Element size times a row offset: the byte shift to a packed sequence's first row. */
+static size_t row_shift(const xfa_tensor *t, int64_t row)
+{
+    return (size_t)(row * t->stride[1]) * xfa_dtype_size(t->dtype);
+}
+
+/* forward: items are (batch, head, query block); with variable lengths, (sequence, head,
+ * query block), each sequence run as a batch of one over its own rows of the packed views */
 static void forward_item(const cpu_job *job, int64_t item, float *scratch)
 {
-    const int64_t heads = job->fwd->heads_q, bh = item / job->blocks;
-    xfa_cpu_forward_block(job->fwd, &job->mem, bh / heads, bh % heads, item % job->blocks, scratch);
+    const xfa_forward_args *a = job->fwd;
+    const int64_t heads = a->heads_q, bh = item / job->blocks, b = bh / heads, h = bh % heads, block = item % job->blocks;
+    if (!a->varlen) {
+        xfa_cpu_forward_block(a, &job->mem, b, h, block, scratch);
+        return;
+    }
+    const int32_t *cu_q = job->cu_q, *cu_k = job->cu_k;
+    const int64_t q0 = cu_q[b], k0 = cu_k[b];
+    xfa_forward_args one = *a;
+    one.seqlen_q = cu_q[b + 1] - q0;
+    one.seqlen_k = cu_k[b + 1] - k0;
+    if (block * a->plan.Br >= one.seqlen_q) return; /* past this sequence's rows */
+    one.varlen = false;
+    xfa_cpu_views mem = job->mem;
+    mem.q = (const char *)mem.q + row_shift(&a->q, q0);
+    mem.k = (const char *)mem.k + row_shift(&a->k, k0);
+    mem.v = (const char *)mem.v + row_shift(&a->v, k0);
+    mem.o = (char *)mem.o + row_shift(&a->o, q0);
+    if (mem.lse) mem.lse = (float *)((char *)mem.lse + row_shift(&a->lse, q0));
+    xfa_cpu_forward_block(&one, &mem, 0, h, block, scratch);
+}
+
+/* Offsets must rise from 0 .. within the packed rows, no sequence longer than max_seqlen_q. */
+static xfa_status check_offsets(xfa_context *ctx, const xfa_forward_args *a, const int32_t *cu_q, const int32_t *cu_k)
+{
+    for (int64_t b = 0; b <= a->sequences; b++) {
+        const bool q_ok = cu_q[b] >= 0 && cu_q[b] <= a->seqlen_q && (b == 0 || cu_q[b] >= cu_q[b - 1]) &&
+                          (b == 0 || cu_q[b] - cu_q[b - 1] <= a->max_seqlen_q);
+        const bool k_ok = cu_k[b] >= 0 && cu_k[b] <= a->seqlen_k && (b == 0 || cu_k[b] >= cu_k[b - 1]);
+        if (!q_ok || !k_ok)
+            return xfa_fail(ctx, XFA_ERROR_OUT_OF_BOUNDS,
+                            "cu_seqlens_%s[%lld] = %d: offsets must not decrease, stay within the %lld packed rows, "
+                            "and give no sequence more than max_seqlen_q = %lld rows",
+                            q_ok ? "k" : "q", (long long)b, q_ok ? cu_k[b] : cu_q[b],
+                            (long long)(q_ok ? a->seqlen_k : a->seqlen_q), (long long)a->max_seqlen_q);
+    }
+    return XFA_SUCCESS;
 }
 
 static xfa_status cpu_forward(xfa_context *ctx, const xfa_forward_args *a)
@@ -267,8 +311,17 @@ static xfa_status cpu_forward(xfa_context *ctx, const xfa_forward_args *a)
     cpu_job job;
     job_views(&job, a);
     job.run_item = forward_item;
-    job.blocks = (a->seqlen_q + a->plan.Br - 1) / a->plan.Br;
-    job.total = a->batch * a->heads_q * job.blocks;
+    int64_t batch = a->batch, rows = a->seqlen_q;
+    if (a->varlen) {
+        job.cu_q = (const int32_t *)view_base(&a->cu_seqlens_q);
+        job.cu_k = (const int32_t *)view_base(&a->cu_seqlens_k);
+        xfa_status st = check_offsets(ctx, a, job.cu_q, job.cu_k);
+        if (st) return st;
+        batch = a->sequences;
+        rows = a->max_seqlen_q;
+    }
+    job.blocks = (rows + a->plan.Br - 1) / a->plan.Br;
+    job.total = batch * a->heads_q * job.blocks;
     job.scratch_floats = xfa_cpu_scratch_floats(&a->plan);
     return run_job(ctx, &job, "forward pass");
 }

@@ -29,6 +29,9 @@ typedef struct xfa_forward_args {
     xfa_tensor alibi;
     bool has_bias;       /* bias: (1|B, Sq, 1|Hq, Sk), f32 or dtype */
     xfa_tensor bias;
+    bool varlen;         /* packed sequences: batch == 1 in the views; `sequences` of them */
+    xfa_tensor cu_seqlens_q, cu_seqlens_k;
+    int64_t sequences, max_seqlen_q; /* seqlen_q/k above are then the packed totals */
     xfa_plan plan;       /* the plan to run (library's or the caller's, checked) */
 } xfa_forward_args;
 

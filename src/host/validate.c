@@ -175,6 +175,32 @@ static xfa_status validate_extras(xfa_context *ctx, const xfa_attention_params *
                             (long long)a->shape[3], (long long)B, (long long)Hq);
         if ((st = xfa_require_feature(ctx, XFA_FEATURE_ALIBI, "ALiBi slopes"))) return st;
     }
+    if (p->cu_seqlens_q || p->cu_seqlens_k) {
+        const xfa_tensor *cq = p->cu_seqlens_q, *ck = p->cu_seqlens_k;
+        if (!cq || !ck)
+            return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "params.%s is NULL; variable lengths need both offsets",
+                            cq ? "cu_seqlens_k" : "cu_seqlens_q");
+        if ((st = xfa_validate_tensor(ctx, "cu_seqlens_q", cq)) || (st = xfa_validate_tensor(ctx, "cu_seqlens_k", ck)))
+            return st;
+        if (cq->dtype != XFA_DTYPE_I32 || ck->dtype != XFA_DTYPE_I32)
+            return xfa_fail(ctx, XFA_ERROR_DTYPE_MISMATCH, "cu_seqlens_%s.dtype is %s; offsets are i32",
+                            cq->dtype != XFA_DTYPE_I32 ? "q" : "k",
+                            xfa_dtype_name(cq->dtype != XFA_DTYPE_I32 ? cq->dtype : ck->dtype));
+        if (cq->shape[0] < 2 || cq->shape[1] != 1 || cq->shape[2] != 1 || cq->shape[3] != 1 ||
+            ck->shape[0] != cq->shape[0] || ck->shape[1] != 1 || ck->shape[2] != 1 || ck->shape[3] != 1)
+            return xfa_fail(ctx, XFA_ERROR_SHAPE_MISMATCH,
+                            "cu_seqlens_q and cu_seqlens_k must both be (B+1, 1, 1, 1) with B >= 1; got %lld and %lld "
+                            "entries", (long long)cq->shape[0], (long long)ck->shape[0]);
+        if (B != 1)
+            return xfa_fail(ctx, XFA_ERROR_SHAPE_MISMATCH, "with cu_seqlens the sequences are packed: q.shape[0] is "
+                            "%lld, it must be 1", (long long)B);
+        if (p->max_seqlen_q < 1 || p->max_seqlen_q > Sq)
+            return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "params.max_seqlen_q is %lld; it must be 1 .. %lld (q's rows)",
+                            (long long)p->max_seqlen_q, (long long)Sq);
+        if (p->bias)
+            return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "a bias with packed variable-length sequences");
+        if ((st = xfa_require_feature(ctx, XFA_FEATURE_VARLEN, "variable-length sequences (cu_seqlens)"))) return st;
+    }
     if (p->bias) {
         const xfa_tensor *b = p->bias;
         if ((st = xfa_validate_tensor(ctx, "bias", b))) return st;
@@ -242,13 +268,14 @@ xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *pa
     if ((st = validate_extras(ctx, params, q, k))) return st;
 
     /* outputs must not overlap any input (or each other) */
-    const xfa_tensor *const inputs[6] = {q, k, v, params->alibi_slopes, params->bias, o};
-    static const char *const input_names[6] = {"q", "k", "v", "alibi_slopes", "bias", "o"};
-    for (int i = 0; i < 5; i++)
+    const xfa_tensor *const inputs[8] = {q, k, v, params->alibi_slopes, params->bias, params->cu_seqlens_q,
+                                         params->cu_seqlens_k, o};
+    static const char *const input_names[8] = {"q", "k", "v", "alibi_slopes", "bias", "cu_seqlens_q", "cu_seqlens_k", "o"};
+    for (int i = 0; i < 7; i++)
         if (inputs[i] && xfa_views_intersect(o, inputs[i]))
             return xfa_fail(ctx, XFA_ERROR_ALIASING, "o overlaps %s in memory", input_names[i]);
     if (lse)
-        for (int i = 0; i < 6; i++)
+        for (int i = 0; i < 8; i++)
             if (inputs[i] && xfa_views_intersect(lse, inputs[i]))
                 return xfa_fail(ctx, XFA_ERROR_ALIASING, "lse overlaps %s in memory", input_names[i]);
 
@@ -281,6 +308,13 @@ xfa_status xfa_validate_forward(xfa_context *ctx, const xfa_attention_params *pa
     if (args->has_alibi) args->alibi = *params->alibi_slopes;
     args->has_bias = params->bias != NULL;
     if (args->has_bias) args->bias = *params->bias;
+    args->varlen = params->cu_seqlens_q != NULL;
+    if (args->varlen) {
+        args->cu_seqlens_q = *params->cu_seqlens_q;
+        args->cu_seqlens_k = *params->cu_seqlens_k;
+        args->sequences = params->cu_seqlens_q->shape[0] - 1;
+        args->max_seqlen_q = params->max_seqlen_q;
+    }
     return XFA_SUCCESS;
 }
 
@@ -306,6 +340,8 @@ xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *p
     xfa_status st;
     if (!lse) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "lse is NULL; the backward pass needs the forward's LSE");
     if ((st = xfa_require_feature(ctx, XFA_FEATURE_BACKWARD, "the backward pass"))) return st;
+    if (params && params->cu_seqlens_q)
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "variable-length sequences in the backward pass");
     /* o and lse are inputs here, but the forward's checks (shapes, dtypes, features) all apply */
     if ((st = xfa_validate_forward(ctx, params, q, k, v, o, lse, &args->fwd))) return st;
     if ((st = require_like(ctx, "d_o", d_o, "o", o)) || (st = require_like(ctx, "dq", dq, "q", q)) ||
