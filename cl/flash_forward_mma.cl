@@ -1,0 +1,2 @@
+/* placeholder */
+__kernel void xfa_flash_forward_mma(void) {}
