@@ -36,6 +36,7 @@ xfa_status xfa_opencl_context_init(xfa_context *ctx, opencl_context *cl)
     xfa_status st = xfa_opencl_describe(cl->platform, cl->device, &ctx->info, &cl->path, msg);
     if (st) return xfa_fail(ctx, st, "%s", msg);
     cl->limits = xfa_opencl_limits(&ctx->info);
+    cl->nvidia = xfa_opencl_is_nvidia(cl->platform);
     return XFA_SUCCESS;
 }
 
@@ -93,16 +94,18 @@ static xfa_status opencl_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dty
 {
     const opencl_context *cl = ctx->impl;
     char msg[XFA_MESSAGE_SIZE];
-    xfa_status st = xfa_plan_make(&cl->limits, &cl->path->layout, head_dim, dtype, plan, msg);
-    return st ? xfa_fail(ctx, st, "%s (OpenCL %s path on %s)", msg, cl->path->name, ctx->info.name) : XFA_SUCCESS;
+    const opencl_path *path = xfa_opencl_path_for(cl, dtype);
+    xfa_status st = xfa_plan_make(&cl->limits, &path->layout, head_dim, dtype, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s (OpenCL %s path on %s)", msg, path->name, ctx->info.name) : XFA_SUCCESS;
 }
 
 static xfa_status opencl_plan_check(xfa_context *ctx, xfa_plan *plan)
 {
     const opencl_context *cl = ctx->impl;
     char msg[XFA_MESSAGE_SIZE];
-    xfa_status st = xfa_plan_fit(&cl->limits, &cl->path->layout, plan, msg);
-    return st ? xfa_fail(ctx, st, "%s (OpenCL %s path)", msg, cl->path->name) : XFA_SUCCESS;
+    const opencl_path *path = xfa_opencl_path_for(cl, plan->dtype);
+    xfa_status st = xfa_plan_fit(&cl->limits, &path->layout, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s (OpenCL %s path)", msg, path->name) : XFA_SUCCESS;
 }
 
 static xfa_status opencl_buffer_create(xfa_context *ctx, xfa_buffer *buf)

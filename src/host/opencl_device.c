@@ -165,17 +165,28 @@ static bool has_extension(cl_device_id device, const char *name)
     return found;
 }
 
-/* The mma.sync path needs NVIDIA's compiler (inline PTX) on a tensor-core GPU (sm_80 or later:
- * m16n8k16 f16 mma); XFA_OPENCL_PATH=portable|mma.sync overrides the choice. */
-static const opencl_path *choose_path(cl_platform_id platform, cl_device_id device)
+bool xfa_opencl_is_nvidia(cl_platform_id platform)
 {
-    const char *forced = getenv("XFA_OPENCL_PATH");
-    if (forced && strcasecmp(forced, "portable") == 0) return &xfa_opencl_path_portable;
     char vendor[128];
     vendor[0] = '\0';
     if (clGetPlatformInfo(platform, CL_PLATFORM_VENDOR, sizeof vendor, vendor, NULL) != CL_SUCCESS) vendor[0] = '\0';
     vendor[sizeof vendor - 1] = '\0';
-    const bool nvidia = strstr(vendor, "NVIDIA") != NULL;
+    return strstr(vendor, "NVIDIA") != NULL;
+}
+
+const opencl_path *xfa_opencl_path_for(const opencl_context *cl, xfa_dtype dtype)
+{
+    return dtype == XFA_DTYPE_F32 ? &xfa_opencl_path_portable : cl->path;
+}
+
+/* The mma.sync path needs NVIDIA's compiler (inline PTX) on a tensor-core GPU (sm_80 or later:
+ * m16n8k16 f16/bf16 mma); XFA_OPENCL_PATH=portable|mma.sync overrides the choice (mma.sync on
+ * another vendor runs the emulated build: for tests, not speed). */
+static const opencl_path *choose_path(cl_platform_id platform, cl_device_id device)
+{
+    const char *forced = getenv("XFA_OPENCL_PATH");
+    if (forced && strcasecmp(forced, "portable") == 0) return &xfa_opencl_path_portable;
+    const bool nvidia = xfa_opencl_is_nvidia(platform);
     cl_uint cc_major = 0;
 #define XFA_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
     if (nvidia && clGetDeviceInfo(device, XFA_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof cc_major, &cc_major, NULL) != CL_SUCCESS)
@@ -216,7 +227,8 @@ xfa_status xfa_opencl_describe(cl_platform_id platform, cl_device_id device, xfa
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
                      XFA_FEATURE_ENGINE_HANDLES;
     const opencl_path *chosen = choose_path(platform, device);
-    snprintf(info->path, sizeof info->path, "%s", chosen->name);
+    if (chosen == &xfa_opencl_path_portable) snprintf(info->path, sizeof info->path, "%s", chosen->name);
+    else snprintf(info->path, sizeof info->path, "%s (f16/bf16), portable (f32)", chosen->name);
     if (path) *path = chosen;
     return XFA_SUCCESS;
 }

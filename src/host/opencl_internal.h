@@ -35,7 +35,8 @@ typedef struct opencl_context {
     cl_context context;
     cl_command_queue queue;
     bool own_context, own_queue;  /* created by xfa (else retained from the caller) */
-    const opencl_path *path;
+    const opencl_path *path;      /* the device's path for f16/bf16 (f32 always runs portable) */
+    bool nvidia;                  /* NVIDIA's platform: inline PTX compiles; elsewhere mma.sync is emulated */
     xfa_plan_limits limits;       /* what plans are sized with (M possibly capped by XFA_OPENCL_LOCAL_MEM_LIMIT) */
     opencl_program *programs;
     size_t program_count, program_cap;
@@ -54,6 +55,11 @@ xfa_plan_limits xfa_opencl_limits(const xfa_device_info *info);
 /* The portable path (every device) and the NVIDIA tensor-core path. */
 extern const opencl_path xfa_opencl_path_portable;
 extern const opencl_path xfa_opencl_path_mma;
+
+/* The path a dtype runs on this context: mma.sync takes f16/bf16 only. */
+const opencl_path *xfa_opencl_path_for(const opencl_context *cl, xfa_dtype dtype);
+/* True on NVIDIA's OpenCL platform. */
+bool xfa_opencl_is_nvidia(cl_platform_id platform);
 
 /* opencl_program.c: the kernel for a plan, built on first use and cached in the context. */
 xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kernel *kernel);

@@ -19,11 +19,15 @@ static const char *dtype_macro(xfa_dtype dtype)
     }
 }
 
-static void build_options(const opencl_path *path, const xfa_plan *plan, char *out, size_t size)
+/* The options name the path's kernel first (-DXFA_PATH=...), so one string keys the cache. */
+static void build_options(const opencl_context *cl, const opencl_path *path, const xfa_plan *plan, char *out,
+                          size_t size)
 {
     const xfa_tile_layout *L = &path->layout;
-    snprintf(out, size, "-cl-std=CL1.2 -DD=%u -DBR=%u -DBC=%u -DPAD=%u -DTHREADS_PER_ROW=%u -D%s", plan->head_dim,
-             plan->Br, plan->Bc, L->row_pad, L->threads_per_row ? L->threads_per_row : 1, dtype_macro(plan->dtype));
+    const bool emulate = path == &xfa_opencl_path_mma && !cl->nvidia;
+    snprintf(out, size, "-cl-std=CL1.2 -DXFA_PATH=%s -DD=%u -DBR=%u -DBC=%u -DPAD=%u -DTHREADS_PER_ROW=%u -D%s%s",
+             path == &xfa_opencl_path_mma ? "mma" : "portable", plan->head_dim, plan->Br, plan->Bc, L->row_pad,
+             L->threads_per_row ? L->threads_per_row : 1, dtype_macro(plan->dtype), emulate ? " -DXFA_MMA_EMULATE" : "");
 }
 
 /* The build log, trimmed to what fits in a message. */
@@ -41,9 +45,10 @@ static void build_log(cl_program program, cl_device_id device, char *out, size_t
     free(log);
 }
 
-static xfa_status build(xfa_context *ctx, opencl_context *cl, const char *options, opencl_program *out)
+static xfa_status build(xfa_context *ctx, opencl_context *cl, const opencl_path *path, const char *options,
+                        opencl_program *out)
 {
-    const char *source = cl->path->source;
+    const char *source = path->source;
     cl_int err;
     cl_program program = clCreateProgramWithSource(cl->context, 1, &source, NULL, &err);
     if (err != CL_SUCCESS)
@@ -54,12 +59,12 @@ static xfa_status build(xfa_context *ctx, opencl_context *cl, const char *option
         build_log(program, cl->device, log, sizeof log);
         clReleaseProgram(program);
         return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "clBuildProgram (%s path, options \"%s\"): %s (%d); log:\n%s",
-                        cl->path->name, options, xfa_opencl_error_name(err), err, log);
+                        path->name, options, xfa_opencl_error_name(err), err, log);
     }
-    cl_kernel kernel = clCreateKernel(program, cl->path->kernel_name, &err);
+    cl_kernel kernel = clCreateKernel(program, path->kernel_name, &err);
     if (err != CL_SUCCESS) {
         clReleaseProgram(program);
-        return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "clCreateKernel(%s): %s (%d)", cl->path->kernel_name,
+        return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "clCreateKernel(%s): %s (%d)", path->kernel_name,
                         xfa_opencl_error_name(err), err);
     }
     out->options = malloc(strlen(options) + 1);
@@ -77,8 +82,9 @@ static xfa_status build(xfa_context *ctx, opencl_context *cl, const char *option
 xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kernel *kernel)
 {
     opencl_context *cl = ctx->impl;
+    const opencl_path *path = xfa_opencl_path_for(cl, plan->dtype);
     char options[256];
-    build_options(cl->path, plan, options, sizeof options);
+    build_options(cl, path, plan, options, sizeof options);
     for (size_t i = 0; i < cl->program_count; i++)
         if (strcmp(cl->programs[i].options, options) == 0) {
             *kernel = cl->programs[i].kernel;
@@ -92,7 +98,7 @@ xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kern
         cl->program_cap = cap;
     }
     opencl_program *entry = &cl->programs[cl->program_count];
-    xfa_status st = build(ctx, cl, options, entry);
+    xfa_status st = build(ctx, cl, path, options, entry);
     if (st) return st;
     cl->program_count++;
 
@@ -102,7 +108,7 @@ xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kern
                                  NULL) == CL_SUCCESS &&
         kernel_wg < plan->workgroup_size)
         return xfa_fail(ctx, XFA_ERROR_INVALID_PLAN, "the %s kernel for D=%u allows %zu work-items per work-group, the plan needs %u",
-                        cl->path->name, plan->head_dim, kernel_wg, plan->workgroup_size);
+                        path->name, plan->head_dim, kernel_wg, plan->workgroup_size);
     *kernel = entry->kernel;
     return XFA_SUCCESS;
 }
