@@ -1,0 +1,338 @@
+/*
+ * flash_forward_mma.cl - FlashAttention-2 forward on NVIDIA tensor cores
+ * through inline PTX (mma.sync.m16n8k16, f16 or bf16 inputs, f32 accumulate)
+ * in OpenCL C. f16/bf16 storage only (f32 takes the portable kernel).
+ *
+ * One warp (32 consecutive work-items) owns 16 query rows; a work-group of
+ * BR / 16 warps owns BR rows of one (batch, head). Per warp, as in FA2:
+ *   - Q stays in registers as mma A fragments (D/16 k-steps x 4 words);
+ *   - S = Q K^T for a block of BC keys: BC/8 n-tiles of m16n8 f32 fragments,
+ *     B fragments read from the K tile in local memory;
+ *   - softmax statistics per row with quad shuffles (the 4 lanes of a row);
+ *   - P is re-packed from the S fragments straight into A fragments (the
+ *     m16n8 C layout of two neighbouring n-tiles is the m16k16 A layout) and
+ *     O += P V with B fragments from the V tile.
+ *
+ * Local memory, as xfa_tile_layout "mma.sync" in opencl_device.c describes it:
+ * K_tile and V_tile, BC x (D + PAD) 16-bit elements each (PAD = 8: rows start
+ * on 16-byte boundaries and the fragment reads of 8 rows hit distinct banks).
+ *
+ * Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, tq = lane % 4):
+ *   A (16x16, row): a[0] = (g, 2tq..2tq+1), a[1] = (g+8, same), a[2] = (g, 2tq+8..),
+ *                   a[3] = (g+8, 2tq+8..)  -- two 16-bit values per 32-bit word, low = lower column
+ *   B (16x8, col):  b[0] = (k = 2tq..2tq+1, n = g), b[1] = (k = 2tq+8.., n = g)
+ *   C (16x8 f32):   c[0], c[1] = (g, 2tq, 2tq+1), c[2], c[3] = (g+8, same)
+ *
+ * XFA_MMA_EMULATE (set by the host on non-NVIDIA devices, for tests only)
+ * replaces the three PTX instructions (mma, shfl, cvt) with OpenCL C that
+ * follows the same fragment layouts through a scratch area in local memory,
+ * so the fragment bookkeeping runs, and is checked, on any OpenCL device.
+ * (That scratch exists only in the emulated build and is not in the layout.)
+ *
+ * Build options: -DD= -DBR= -DBC= -DPAD= -DTHREADS_PER_ROW=2 -DXFA_DTYPE_F16|BF16 [-DXFA_MMA_EMULATE]
+ */
+
+#define DP (D + PAD)
+#define WARPS (BR / 16)
+#define WG (WARPS * 32)
+#define KSTEPS (D / 16)   /* k-steps of S = Q K^T */
+#define NTILES (BC / 8)   /* n-tiles of S */
+#define DTILES (D / 8)    /* n-tiles of O */
+#define KBLOCKS (BC / 16) /* k-steps of O += P V */
+
+#if !defined(XFA_DTYPE_F16) && !defined(XFA_DTYPE_BF16)
+#error "the mma.sync kernel takes f16 or bf16 storage"
+#endif
+
+/* ---- the three warp-level operations: PTX on NVIDIA, emulated elsewhere ---- */
+
+#ifndef XFA_MMA_EMULATE
+
+#define EMU_PARAMS
+#define EMU_ARGS
+
+#ifdef XFA_DTYPE_F16
+#define MMA_TYPE "f16"
+#else
+#define MMA_TYPE "bf16"
+#endif
+
+/* c = a * b + c on one m16n8k16 tile. */
+static inline void mma_16816(float *c, const uint *a, uint b0, uint b1)
+{
+    float d0, d1, d2, d3;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+                 : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+                   "f"(c[3]));
+    c[0] = d0;
+    c[1] = d1;
+    c[2] = d2;
+    c[3] = d3;
+}
+
+/* x from the lane whose index differs from this one's by `mask` (butterfly). */
+static inline float shfl_xor(float x, uint mask)
+{
+    uint out;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(out) : "r"(as_uint(x)), "r"(mask));
+    return as_float(out);
+}
+
+/* Two f32 rounded to nearest even into one word of 16-bit values (lo in the low half). */
+static inline uint pack2(float lo, float hi)
+{
+    uint out;
+    asm("cvt.rn." MMA_TYPE "x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
+    return out;
+}
+
+#else /* XFA_MMA_EMULATE: the same contracts in plain OpenCL C through local scratch */
+
+#define EMU_PARAMS , __local uint *scratch, const int lane
+#define EMU_ARGS , scratch, lane
+#define SCRATCH_WORDS_PER_WARP (32 * 6)
+
+static inline float half_to_f32(uint word, int high)
+{
+    const ushort bits = (ushort)(high ? word >> 16 : word & 0xffffu);
+#ifdef XFA_DTYPE_F16
+    return vload_half(0, (const __private half *)&bits);
+#else
+    return as_float((uint)bits << 16);
+#endif
+}
+
+static inline ushort f32_to_half_bits(float x)
+{
+#ifdef XFA_DTYPE_F16
+    ushort bits;
+    vstore_half_rte(x, 0, (__private half *)&bits);
+    return bits;
+#else
+    const uint u = as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#endif
+}
+
+static inline uint pack2(float lo, float hi) { return (uint)f32_to_half_bits(lo) | ((uint)f32_to_half_bits(hi) << 16); }
+
+static inline void mma_16816(float *c, const uint *a, uint b0, uint b1 EMU_PARAMS)
+{
+    __local uint *w = scratch;
+    for (int i = 0; i < 4; i++) w[lane * 6 + i] = a[i];
+    w[lane * 6 + 4] = b0;
+    w[lane * 6 + 5] = b1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int g = lane / 4, tq = lane % 4;
+    float d[4];
+    for (int e = 0; e < 4; e++) {
+        const int row = g + (e >= 2 ? 8 : 0), col = 2 * tq + (e & 1);
+        float sum = c[e];
+        for (int kk = 0; kk < 16; kk++) {
+            const int a_lane = (row % 8) * 4 + (kk % 8) / 2, a_reg = (row >= 8 ? 1 : 0) + (kk >= 8 ? 2 : 0);
+            const int b_lane = col * 4 + (kk % 8) / 2, b_reg = 4 + (kk >= 8 ? 1 : 0);
+            sum += half_to_f32(w[a_lane * 6 + a_reg], kk & 1) * half_to_f32(w[b_lane * 6 + b_reg], kk & 1);
+        }
+        d[e] = sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = 0; e < 4; e++) c[e] = d[e];
+}
+
+static inline float shfl_xor(float x, uint mask EMU_PARAMS)
+{
+    __local float *w = (__local float *)scratch;
+    w[lane] = x;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float y = w[lane ^ (int)mask];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return y;
+}
+
+#endif /* XFA_MMA_EMULATE */
+
+/* Reads two neighbouring 16-bit elements of a local tile (the lower one at an even index) as a word. */
+#define LOCAL_WORD(tile, i) (*(__local const uint *)((tile) + (i)))
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __global const ushort *v,
+                      __global ushort *o, __global float *lse,
+                      const ulong q_off, const ulong k_off, const ulong v_off, const ulong o_off, const ulong lse_off,
+                      const long4 q_stride, const long4 k_stride, const long4 v_stride, const long4 o_stride,
+                      const long4 lse_stride,
+                      const int seqlen_q, const int seqlen_k, const int group, const float scale_log2,
+                      const int causal, const int has_lse)
+{
+    /* Declared as uint4 for 16-byte alignment (the copies and fragment reads are word-sized). */
+    __local uint4 K_words[BC * DP / 8];
+    __local uint4 V_words[BC * DP / 8];
+    __local ushort *K_tile = (__local ushort *)K_words;
+    __local ushort *V_tile = (__local ushort *)V_words;
+#ifdef XFA_MMA_EMULATE
+    __local uint emu_scratch[WARPS * SCRATCH_WORDS_PER_WARP];
+#endif
+
+    const int lid = (int)get_local_id(0);
+    const int warp = lid / 32, lane = lid % 32;
+    const int g = lane / 4, tq = lane % 4;
+#ifdef XFA_MMA_EMULATE
+    __local uint *scratch = emu_scratch + warp * SCRATCH_WORDS_PER_WARP;
+#endif
+    const int h = (int)get_group_id(1), b = (int)get_group_id(2);
+    const int hk = h / group;
+    const int row0 = (int)get_group_id(0) * BR;
+    const int block_rows = min(BR, seqlen_q - row0);
+    const int warp_row0 = row0 + warp * 16;
+    const int my_rows[2] = {warp_row0 + g, warp_row0 + g + 8}; /* the two rows this lane holds */
+
+    q += q_off + b * q_stride.s0 + h * q_stride.s2;
+    k += k_off + b * k_stride.s0 + hk * k_stride.s2;
+    v += v_off + b * v_stride.s0 + hk * v_stride.s2;
+
+    /* Q as A fragments, straight from global memory (rows past seqlen_q as 0). */
+    uint qa[KSTEPS][4];
+    for (int ks = 0; ks < KSTEPS; ks++)
+        for (int i = 0; i < 4; i++) {
+            const int row = my_rows[i & 1];
+            const int col = ks * 16 + 2 * tq + (i >= 2 ? 8 : 0);
+            uint word = 0;
+            if (row < seqlen_q) {
+                const long at = (long)row * q_stride.s1 + col * q_stride.s3;
+                word = (uint)q[at] | ((uint)q[at + q_stride.s3] << 16);
+            }
+            qa[ks][i] = word;
+        }
+
+    const int diag = seqlen_k - seqlen_q;
+    int key_end = seqlen_k;
+    if (causal) key_end = clamp(row0 + block_rows + diag, 0, seqlen_k);
+    /* One past the last key each of this lane's rows sees. */
+    const int row_end[2] = {causal ? min(my_rows[0] + diag + 1, seqlen_k) : seqlen_k,
+                            causal ? min(my_rows[1] + diag + 1, seqlen_k) : seqlen_k};
+
+    float m_i[2] = {-INFINITY, -INFINITY};
+    float l_part[2] = {0.0f, 0.0f}; /* this lane's share of l_i; the quad's shares are summed at the end */
+    float acc[DTILES][4];
+    for (int n = 0; n < DTILES; n++)
+        for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
+
+    /* K/V rows start on 8-element (16-byte) boundaries with unit column stride: copy 16 bytes at a time. */
+    const bool kv_vec = k_stride.s3 == 1 && v_stride.s3 == 1 && ((k_off | v_off) & 7) == 0 &&
+                        ((k_stride.s0 | k_stride.s1 | k_stride.s2) & 7) == 0 &&
+                        ((v_stride.s0 | v_stride.s1 | v_stride.s2) & 7) == 0;
+
+    for (int col0 = 0; col0 < key_end; col0 += BC) {
+        const int cols = min(BC, key_end - col0);
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the previous block */
+        if (kv_vec) {
+            for (int i = lid; i < BC * (D / 8); i += WG) {
+                const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+                uint4 kx = (uint4)(0u), vx = (uint4)(0u);
+                if (r < cols) {
+                    kx = *(__global const uint4 *)(k + (long)(col0 + r) * k_stride.s1 + c);
+                    vx = *(__global const uint4 *)(v + (long)(col0 + r) * v_stride.s1 + c);
+                }
+                *(__local uint4 *)(K_tile + r * DP + c) = kx;
+                *(__local uint4 *)(V_tile + r * DP + c) = vx;
+            }
+        } else {
+            for (int i = lid; i < BC * D; i += WG) {
+                const int r = i / D, c = i % D;
+                ushort kx = 0, vx = 0;
+                if (r < cols) {
+                    kx = k[(long)(col0 + r) * k_stride.s1 + c * k_stride.s3];
+                    vx = v[(long)(col0 + r) * v_stride.s1 + c * v_stride.s3];
+                }
+                K_tile[r * DP + c] = kx;
+                V_tile[r * DP + c] = vx;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* S = Q K^T (raw scores, f32). */
+        float s[NTILES][4];
+        for (int n = 0; n < NTILES; n++) {
+            for (int e = 0; e < 4; e++) s[n][e] = 0.0f;
+            const int key_row = (n * 8 + g) * DP;
+            for (int ks = 0; ks < KSTEPS; ks++) {
+                const uint b0 = LOCAL_WORD(K_tile, key_row + ks * 16 + 2 * tq);
+                const uint b1 = LOCAL_WORD(K_tile, key_row + ks * 16 + 2 * tq + 8);
+                mma_16816(s[n], qa[ks], b0, b1 EMU_ARGS);
+            }
+        }
+
+        /* Scale into the log2 domain, mask, and take each row's max over the quad. */
+        float row_max[2] = {-INFINITY, -INFINITY};
+        for (int n = 0; n < NTILES; n++)
+            for (int e = 0; e < 4; e++) {
+                const int key = col0 + n * 8 + 2 * tq + (e & 1);
+                const float x = key < row_end[e >> 1] && key < col0 + cols ? s[n][e] * scale_log2 : -INFINITY;
+                s[n][e] = x;
+                row_max[e >> 1] = fmax(row_max[e >> 1], x);
+            }
+        float alpha[2], m_use[2];
+        for (int r = 0; r < 2; r++) {
+            row_max[r] = fmax(row_max[r], shfl_xor(row_max[r], 1 EMU_ARGS));
+            row_max[r] = fmax(row_max[r], shfl_xor(row_max[r], 2 EMU_ARGS));
+            const float m_new = fmax(m_i[r], row_max[r]);
+            /* A row with nothing visible yet keeps acc = 0, l = 0: exponentiate against 0, not -inf. */
+            m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
+            alpha[r] = exp2(m_i[r] - m_use[r]);
+            m_i[r] = m_new;
+        }
+
+        /* P = exp2(S - m), this lane's part of l, and the rescale of what acc holds. */
+        float row_sum[2] = {0.0f, 0.0f};
+        for (int n = 0; n < NTILES; n++)
+            for (int e = 0; e < 4; e++) {
+                const float p = exp2(s[n][e] - m_use[e >> 1]);
+                s[n][e] = p;
+                row_sum[e >> 1] += p;
+            }
+        for (int r = 0; r < 2; r++) l_part[r] = l_part[r] * alpha[r] + row_sum[r];
+        for (int n = 0; n < DTILES; n++) {
+            acc[n][0] *= alpha[0];
+            acc[n][1] *= alpha[0];
+            acc[n][2] *= alpha[1];
+            acc[n][3] *= alpha[1];
+        }
+
+        /* O += P V: P's C fragments (n-tiles 2kb, 2kb+1) are the A fragment of keys 16kb..16kb+15. */
+        for (int kb = 0; kb < KBLOCKS; kb++) {
+            const uint pa[4] = {pack2(s[2 * kb][0], s[2 * kb][1]), pack2(s[2 * kb][2], s[2 * kb][3]),
+                                pack2(s[2 * kb + 1][0], s[2 * kb + 1][1]), pack2(s[2 * kb + 1][2], s[2 * kb + 1][3])};
+            const int key = kb * 16 + 2 * tq;
+            for (int n = 0; n < DTILES; n++) {
+                const int col = n * 8 + g;
+                const uint b0 = (uint)V_tile[key * DP + col] | ((uint)V_tile[(key + 1) * DP + col] << 16);
+                const uint b1 = (uint)V_tile[(key + 8) * DP + col] | ((uint)V_tile[(key + 9) * DP + col] << 16);
+                mma_16816(acc[n], pa, b0, b1 EMU_ARGS);
+            }
+        }
+    }
+
+    /* l_i: the quad's shares together; then O = acc / l (0 for rows that see nothing). */
+    float l_i[2];
+    for (int r = 0; r < 2; r++) {
+        l_i[r] = l_part[r] + shfl_xor(l_part[r], 1 EMU_ARGS);
+        l_i[r] += shfl_xor(l_i[r], 2 EMU_ARGS);
+    }
+    const float inv_l[2] = {l_i[0] > 0.0f ? 1.0f / l_i[0] : 0.0f, l_i[1] > 0.0f ? 1.0f / l_i[1] : 0.0f};
+    o += o_off + b * o_stride.s0 + h * o_stride.s2;
+    for (int r = 0; r < 2; r++) {
+        if (my_rows[r] >= seqlen_q) continue;
+        __global ushort *o_row = o + (long)my_rows[r] * o_stride.s1;
+        for (int n = 0; n < DTILES; n++) {
+            const uint word = pack2(acc[n][2 * r] * inv_l[r], acc[n][2 * r + 1] * inv_l[r]);
+            const int col = n * 8 + 2 * tq;
+            o_row[col * o_stride.s3] = (ushort)(word & 0xffffu);
+            o_row[(col + 1) * o_stride.s3] = (ushort)(word >> 16);
+        }
+        if (has_lse && tq == 0)
+            lse[lse_off + b * lse_stride.s0 + (long)my_rows[r] * lse_stride.s1 + h * lse_stride.s2] =
+                l_i[r] > 0.0f ? (m_i[r] + log2(l_i[r])) * M_LN2_F : -INFINITY;
+    }
+}

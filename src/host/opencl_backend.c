@@ -1,0 +1,236 @@
+/*
+ * opencl_backend.c - the OpenCL backend's slots: contexts, buffers (cl_mem),
+ * the forward launch and synchronisation. Discovery and paths are in
+ * opencl_device.c, the program cache in opencl_program.c, the caller-handle
+ * entry points (xfa_opencl.h) in opencl_interop.c.
+ *
+ * The context holds one reference to its cl_context and cl_command_queue
+ * (created here or retained from the caller) and drops exactly that one.
+ * Forward calls are enqueued and return; blocking copies and
+ * xfa_context_synchronize wait. The queue is assumed in order; downloads also
+ * wait on the last forward's event so an out-of-order queue still reads O
+ * after it is written.
+ */
+#include "opencl_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CL_FAIL(ctx, what, err)                                                                                   \
+    xfa_fail((ctx), (err) == CL_MEM_OBJECT_ALLOCATION_FAILURE ? XFA_ERROR_OUT_OF_DEVICE_MEMORY                    \
+                                                              : XFA_ERROR_BACKEND_FAILURE,                        \
+             "%s: %s (%d)", (what), xfa_opencl_error_name(err), (int)(err))
+
+static xfa_status opencl_device_info(int index, xfa_device_info *info, char *msg)
+{
+    cl_platform_id platform;
+    cl_device_id device;
+    xfa_status st = xfa_opencl_device_at(index, &platform, &device, msg);
+    return st ? st : xfa_opencl_describe(platform, device, info, NULL, msg);
+}
+
+xfa_status xfa_opencl_context_init(xfa_context *ctx, opencl_context *cl)
+{
+    char msg[XFA_MESSAGE_SIZE];
+    xfa_status st = xfa_opencl_describe(cl->platform, cl->device, &ctx->info, &cl->path, msg);
+    if (st) return xfa_fail(ctx, st, "%s", msg);
+    cl->limits = xfa_opencl_limits(&ctx->info);
+    cl->nvidia = xfa_opencl_is_nvidia(cl->platform);
+    return XFA_SUCCESS;
+}
+
+void xfa_opencl_context_free(opencl_context *cl)
+{
+    if (!cl) return;
+    if (cl->queue) clFinish(cl->queue);
+    if (cl->last_event) clReleaseEvent(cl->last_event);
+    xfa_opencl_programs_release(cl);
+    if (cl->queue) clReleaseCommandQueue(cl->queue);
+    if (cl->context) clReleaseContext(cl->context);
+    free(cl);
+}
+
+static xfa_status opencl_context_create(xfa_context *ctx, int index)
+{
+    char msg[XFA_MESSAGE_SIZE];
+    opencl_context *cl = calloc(1, sizeof *cl);
+    if (!cl) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the OpenCL context");
+    xfa_status st = xfa_opencl_device_at(index, &cl->platform, &cl->device, msg);
+    if (st) {
+        free(cl);
+        return xfa_fail(ctx, st, "%s", msg);
+    }
+    cl_int err;
+    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)cl->platform, 0};
+    cl->context = clCreateContext(props, 1, &cl->device, NULL, NULL, &err);
+    if (err != CL_SUCCESS) {
+        xfa_opencl_context_free(cl);
+        return CL_FAIL(ctx, "clCreateContext", err);
+    }
+    cl->own_context = true;
+    cl->queue = clCreateCommandQueue(cl->context, cl->device, 0, &err);
+    if (err != CL_SUCCESS) {
+        cl->queue = NULL;
+        xfa_opencl_context_free(cl);
+        return CL_FAIL(ctx, "clCreateCommandQueue", err);
+    }
+    cl->own_queue = true;
+    if ((st = xfa_opencl_context_init(ctx, cl))) {
+        xfa_opencl_context_free(cl);
+        return st;
+    }
+    ctx->impl = cl;
+    return XFA_SUCCESS;
+}
+
+static void opencl_context_destroy(xfa_context *ctx)
+{
+    xfa_opencl_context_free(ctx->impl);
+    ctx->impl = NULL;
+}
+
+static xfa_status opencl_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan)
+{
+    const opencl_context *cl = ctx->impl;
+    char msg[XFA_MESSAGE_SIZE];
+    const opencl_path *path = xfa_opencl_path_for(cl, dtype);
+    xfa_status st = xfa_plan_make(&cl->limits, &path->layout, head_dim, dtype, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s (OpenCL %s path on %s)", msg, path->name, ctx->info.name) : XFA_SUCCESS;
+}
+
+static xfa_status opencl_plan_check(xfa_context *ctx, xfa_plan *plan)
+{
+    const opencl_context *cl = ctx->impl;
+    char msg[XFA_MESSAGE_SIZE];
+    const opencl_path *path = xfa_opencl_path_for(cl, plan->dtype);
+    xfa_status st = xfa_plan_fit(&cl->limits, &path->layout, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s (OpenCL %s path)", msg, path->name) : XFA_SUCCESS;
+}
+
+static xfa_status opencl_buffer_create(xfa_context *ctx, xfa_buffer *buf)
+{
+    opencl_context *cl = ctx->impl;
+    cl_int err;
+    cl_mem mem = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, buf->size, NULL, &err);
+    if (err != CL_SUCCESS) return CL_FAIL(ctx, "clCreateBuffer", err);
+    buf->impl = mem;
+    return XFA_SUCCESS;
+}
+
+/* Owned buffers were created here; wrapped ones hold one clRetainMemObject (opencl_interop.c). Either way
+ * this drops the one reference xfa holds. */
+static void opencl_buffer_destroy(xfa_context *ctx, xfa_buffer *buf)
+{
+    (void)ctx;
+    if (buf->impl) clReleaseMemObject((cl_mem)buf->impl);
+    buf->impl = NULL;
+}
+
+static xfa_status opencl_buffer_upload(xfa_context *ctx, xfa_buffer *buf, size_t offset, const void *src, size_t bytes)
+{
+    opencl_context *cl = ctx->impl;
+    cl_int err = clEnqueueWriteBuffer(cl->queue, (cl_mem)buf->impl, CL_TRUE, buf->native_offset + offset, bytes, src, 0,
+                                      NULL, NULL);
+    return err != CL_SUCCESS ? CL_FAIL(ctx, "clEnqueueWriteBuffer", err) : XFA_SUCCESS;
+}
+
+static xfa_status opencl_buffer_download(xfa_context *ctx, xfa_buffer *buf, size_t offset, void *dst, size_t bytes)
+{
+    opencl_context *cl = ctx->impl;
+    cl_int err = clEnqueueReadBuffer(cl->queue, (cl_mem)buf->impl, CL_TRUE, buf->native_offset + offset, bytes, dst,
+                                     cl->last_event ? 1 : 0, cl->last_event ? &cl->last_event : NULL, NULL);
+    return err != CL_SUCCESS ? CL_FAIL(ctx, "clEnqueueReadBuffer", err) : XFA_SUCCESS;
+}
+
+static cl_long4 strides_of(const xfa_tensor *t)
+{
+    cl_long4 s;
+    for (int i = 0; i < 4; i++) s.s[i] = t->stride[i];
+    return s;
+}
+
+/* Element offset of a view in its cl_mem: the wrapped buffer's start plus the view's offset. */
+static cl_ulong elem_offset(const xfa_tensor *t)
+{
+    return (cl_ulong)((t->buffer->native_offset + t->offset) / xfa_dtype_size(t->dtype));
+}
+
+static xfa_status opencl_forward(xfa_context *ctx, const xfa_forward_args *a)
+{
+    opencl_context *cl = ctx->impl;
+    cl_kernel kernel;
+    xfa_status st = xfa_opencl_kernel_for(ctx, &a->plan, &kernel);
+    if (st) return st;
+
+    /* Without LSE the kernel still needs a valid cl_mem: Q's, never written (has_lse = 0). */
+    const cl_mem q = a->q.buffer->impl, k = a->k.buffer->impl, v = a->v.buffer->impl, o = a->o.buffer->impl;
+    const cl_mem lse = a->has_lse ? (cl_mem)a->lse.buffer->impl : q;
+    const cl_ulong offs[5] = {elem_offset(&a->q), elem_offset(&a->k), elem_offset(&a->v), elem_offset(&a->o),
+                              a->has_lse ? elem_offset(&a->lse) : 0};
+    const cl_long4 strides[5] = {strides_of(&a->q), strides_of(&a->k), strides_of(&a->v), strides_of(&a->o),
+                                 a->has_lse ? strides_of(&a->lse) : strides_of(&a->q)};
+    const cl_int seqlen_q = (cl_int)a->seqlen_q, seqlen_k = (cl_int)a->seqlen_k;
+    const cl_int group = (cl_int)(a->heads_q / a->heads_kv), causal = a->causal, has_lse = a->has_lse;
+    const cl_float scale_log2 = (cl_float)(a->scale * 1.4426950408889634);
+
+    cl_int err = CL_SUCCESS;
+    cl_uint arg = 0;
+    err |= clSetKernelArg(kernel, arg++, sizeof q, &q);
+    err |= clSetKernelArg(kernel, arg++, sizeof k, &k);
+    err |= clSetKernelArg(kernel, arg++, sizeof v, &v);
+    err |= clSetKernelArg(kernel, arg++, sizeof o, &o);
+    err |= clSetKernelArg(kernel, arg++, sizeof lse, &lse);
+    for (int i = 0; i < 5; i++) err |= clSetKernelArg(kernel, arg++, sizeof offs[i], &offs[i]);
+    for (int i = 0; i < 5; i++) err |= clSetKernelArg(kernel, arg++, sizeof strides[i], &strides[i]);
+    err |= clSetKernelArg(kernel, arg++, sizeof seqlen_q, &seqlen_q);
+    err |= clSetKernelArg(kernel, arg++, sizeof seqlen_k, &seqlen_k);
+    err |= clSetKernelArg(kernel, arg++, sizeof group, &group);
+    err |= clSetKernelArg(kernel, arg++, sizeof scale_log2, &scale_log2);
+    err |= clSetKernelArg(kernel, arg++, sizeof causal, &causal);
+    err |= clSetKernelArg(kernel, arg++, sizeof has_lse, &has_lse);
+    if (err != CL_SUCCESS) return xfa_fail(ctx, XFA_ERROR_BACKEND_FAILURE, "clSetKernelArg failed (%d)", err);
+
+    const size_t wg = a->plan.workgroup_size;
+    const size_t q_blocks = (size_t)((a->seqlen_q + a->plan.Br - 1) / a->plan.Br);
+    const size_t global[3] = {q_blocks * wg, (size_t)a->heads_q, (size_t)a->batch};
+    const size_t local[3] = {wg, 1, 1};
+    cl_event event = NULL;
+    err = clEnqueueNDRangeKernel(cl->queue, kernel, 3, NULL, global, local, 0, NULL, &event);
+    if (err != CL_SUCCESS) return CL_FAIL(ctx, "clEnqueueNDRangeKernel", err);
+    if (cl->last_event) clReleaseEvent(cl->last_event);
+    cl->last_event = event;
+    /* Hand the work to the device now; return without waiting. */
+    clFlush(cl->queue);
+    return XFA_SUCCESS;
+}
+
+static xfa_status opencl_synchronize(xfa_context *ctx)
+{
+    opencl_context *cl = ctx->impl;
+    cl_int err = clFinish(cl->queue);
+    if (err != CL_SUCCESS) return CL_FAIL(ctx, "clFinish", err);
+    if (cl->last_event) {
+        cl_int status = CL_COMPLETE;
+        clGetEventInfo(cl->last_event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+        if (status < 0) return CL_FAIL(ctx, "the forward kernel", status);
+    }
+    return XFA_SUCCESS;
+}
+
+const xfa_backend_ops xfa_opencl_backend = {
+    .id = XFA_BACKEND_OPENCL,
+    .name = "opencl",
+    .device_count = xfa_opencl_device_count,
+    .device_info = opencl_device_info,
+    .context_create = opencl_context_create,
+    .context_destroy = opencl_context_destroy,
+    .plan = opencl_plan,
+    .plan_check = opencl_plan_check,
+    .buffer_create = opencl_buffer_create,
+    .buffer_destroy = opencl_buffer_destroy,
+    .buffer_upload = opencl_buffer_upload,
+    .buffer_download = opencl_buffer_download,
+    .forward = opencl_forward,
+    .synchronize = opencl_synchronize,
+};

@@ -1,0 +1,126 @@
+/*
+ * opencl_program.c - builds a path's kernel for a plan, once per (device,
+ * build options), and keeps it in the context. The options carry everything
+ * that sizes the kernel (head dim, Br, Bc, padding, work-items per row,
+ * dtype); causal, LSE and strides are run-time arguments so they add no builds.
+ */
+#include "opencl_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *dtype_macro(xfa_dtype dtype)
+{
+    switch (dtype) {
+    case XFA_DTYPE_F16: return "XFA_DTYPE_F16";
+    case XFA_DTYPE_BF16: return "XFA_DTYPE_BF16";
+    default: return "XFA_DTYPE_F32";
+    }
+}
+
+/* The options name the path's kernel first (-DXFA_PATH=...), so one string keys the cache. */
+static void build_options(const opencl_context *cl, const opencl_path *path, const xfa_plan *plan, char *out,
+                          size_t size)
+{
+    const xfa_tile_layout *L = &path->layout;
+    const bool emulate = path == &xfa_opencl_path_mma && !cl->nvidia;
+    snprintf(out, size, "-cl-std=CL1.2 -DXFA_PATH=%s -DD=%u -DBR=%u -DBC=%u -DPAD=%u -DTHREADS_PER_ROW=%u -D%s%s",
+             path == &xfa_opencl_path_mma ? "mma" : "portable", plan->head_dim, plan->Br, plan->Bc, L->row_pad,
+             L->threads_per_row ? L->threads_per_row : 1, dtype_macro(plan->dtype), emulate ? " -DXFA_MMA_EMULATE" : "");
+}
+
+/* The build log, trimmed to what fits in a message. */
+static void build_log(cl_program program, cl_device_id device, char *out, size_t size)
+{
+    out[0] = '\0';
+    size_t len = 0;
+    if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len) != CL_SUCCESS || len == 0) return;
+    char *log = malloc(len + 1);
+    if (!log) return;
+    if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, len, log, NULL) == CL_SUCCESS) {
+        log[len] = '\0';
+        snprintf(out, size, "%s", log);
+    }
+    free(log);
+}
+
+static xfa_status build(xfa_context *ctx, opencl_context *cl, const opencl_path *path, const char *options,
+                        opencl_program *out)
+{
+    const char *source = path->source;
+    cl_int err;
+    cl_program program = clCreateProgramWithSource(cl->context, 1, &source, NULL, &err);
+    if (err != CL_SUCCESS)
+        return xfa_fail(ctx, XFA_ERROR_BACKEND_FAILURE, "clCreateProgramWithSource: %s (%d)", xfa_opencl_error_name(err), err);
+    err = clBuildProgram(program, 1, &cl->device, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char log[XFA_MESSAGE_SIZE - 512];
+        build_log(program, cl->device, log, sizeof log);
+        clReleaseProgram(program);
+        return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "clBuildProgram (%s path, options \"%s\"): %s (%d); log:\n%s",
+                        path->name, options, xfa_opencl_error_name(err), err, log);
+    }
+    cl_kernel kernel = clCreateKernel(program, path->kernel_name, &err);
+    if (err != CL_SUCCESS) {
+        clReleaseProgram(program);
+        return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "clCreateKernel(%s): %s (%d)", path->kernel_name,
+                        xfa_opencl_error_name(err), err);
+    }
+    out->options = malloc(strlen(options) + 1);
+    if (!out->options) {
+        clReleaseKernel(kernel);
+        clReleaseProgram(program);
+        return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the program cache");
+    }
+    strcpy(out->options, options);
+    out->program = program;
+    out->kernel = kernel;
+    return XFA_SUCCESS;
+}
+
+xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kernel *kernel)
+{
+    opencl_context *cl = ctx->impl;
+    const opencl_path *path = xfa_opencl_path_for(cl, plan->dtype);
+    char options[256];
+    build_options(cl, path, plan, options, sizeof options);
+    for (size_t i = 0; i < cl->program_count; i++)
+        if (strcmp(cl->programs[i].options, options) == 0) {
+            *kernel = cl->programs[i].kernel;
+            return XFA_SUCCESS;
+        }
+    if (cl->program_count == cl->program_cap) {
+        const size_t cap = cl->program_cap ? 2 * cl->program_cap : 8;
+        opencl_program *grown = realloc(cl->programs, cap * sizeof *grown);
+        if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the program cache");
+        cl->programs = grown;
+        cl->program_cap = cap;
+    }
+    opencl_program *entry = &cl->programs[cl->program_count];
+    xfa_status st = build(ctx, cl, path, options, entry);
+    if (st) return st;
+    cl->program_count++;
+
+    /* Registers can hold a kernel below the device's work-group limit: say so instead of failing the launch. */
+    size_t kernel_wg = 0;
+    if (clGetKernelWorkGroupInfo(entry->kernel, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg, &kernel_wg,
+                                 NULL) == CL_SUCCESS &&
+        kernel_wg < plan->workgroup_size)
+        return xfa_fail(ctx, XFA_ERROR_INVALID_PLAN, "the %s kernel for D=%u allows %zu work-items per work-group, the plan needs %u",
+                        path->name, plan->head_dim, kernel_wg, plan->workgroup_size);
+    *kernel = entry->kernel;
+    return XFA_SUCCESS;
+}
+
+void xfa_opencl_programs_release(opencl_context *cl)
+{
+    for (size_t i = 0; i < cl->program_count; i++) {
+        clReleaseKernel(cl->programs[i].kernel);
+        clReleaseProgram(cl->programs[i].program);
+        free(cl->programs[i].options);
+    }
+    free(cl->programs);
+    cl->programs = NULL;
+    cl->program_count = cl->program_cap = 0;
+}

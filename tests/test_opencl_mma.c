@@ -1,0 +1,109 @@
+/*
+ * test_opencl_mma.c - the mma.sync kernel's fragment bookkeeping against the
+ * fp64 reference on any OpenCL device. Off NVIDIA the kernel is built with
+ * XFA_MMA_EMULATE (mma, shuffles and conversions done in OpenCL C with the
+ * PTX fragment layouts), so tiles, masks, the P re-packing and the epilogue
+ * are checked here; on NVIDIA the same cases run the real tensor cores.
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include "attention_case.h"
+#include "check_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static xfa_context *ctx;
+
+static void expect_pass(const xfa_test_case *tc)
+{
+    const xfa_test_result r = xfa_test_run_case(ctx, tc);
+    char what[256];
+    xfa_test_case_describe(tc, what, sizeof what);
+    ck_assert_msg(r.status == XFA_SUCCESS && r.passed, "%s: %s", what, r.message);
+}
+
+START_TEST(test_plan_is_mma)
+{
+    xfa_plan plan;
+    ck_assert_int_eq(xfa_plan_get(ctx, 128, XFA_DTYPE_F16, &plan), XFA_SUCCESS);
+    ck_assert_str_eq(plan.path, "mma.sync");
+    ck_assert_uint_eq(plan.Br % 16, 0);
+    ck_assert_uint_eq(plan.Bc % 16, 0);
+    ck_assert_uint_eq(plan.workgroup_size, plan.Br * 2);
+    /* f32 cannot go through f16 tensor cores within its tolerance: it stays portable. */
+    ck_assert_int_eq(xfa_plan_get(ctx, 128, XFA_DTYPE_F32, &plan), XFA_SUCCESS);
+    ck_assert_str_eq(plan.path, "portable");
+}
+END_TEST
+
+/* Every head dim, f16 and bf16, causal and not, ragged lengths. */
+START_TEST(test_head_dims)
+{
+    const int64_t d = 32 * (1 + _i / 4);
+    const xfa_dtype dtype = _i % 2 ? XFA_DTYPE_BF16 : XFA_DTYPE_F16;
+    xfa_test_case tc = xfa_test_case_make(1, 37, 45, 2, 1, d, dtype, _i / 2 % 2, 11000 + (uint64_t)_i);
+    expect_pass(&tc);
+}
+END_TEST
+
+/* Small and uneven tile overrides: several warps, several K/V blocks, Sq != Sk both ways. */
+START_TEST(test_tiles_and_masks)
+{
+    static const uint32_t tiles[][2] = {{16, 16}, {32, 16}, {48, 32}, {64, 64}};
+    static const int64_t lens[][2] = {{70, 70}, {19, 83}, {83, 19}, {1, 1}};
+    xfa_test_case tc = xfa_test_case_make(2, lens[_i % 4][0], lens[_i % 4][1], 4, 2, 64, XFA_DTYPE_F16, _i / 4 % 2 == 0,
+                                          12000 + (uint64_t)_i);
+    tc.Br = tiles[_i / 2 % 4][0];
+    tc.Bc = tiles[_i / 2 % 4][1];
+    expect_pass(&tc);
+}
+END_TEST
+
+/* Strided views (BHSD, padded rows: the element-wise K/V copy) and the 16-byte copy (BSHD, no pad). */
+START_TEST(test_layouts)
+{
+    xfa_test_case tc = xfa_test_case_make(2, 41, 57, 4, 4, 96, _i % 2 ? XFA_DTYPE_BF16 : XFA_DTYPE_F16, true,
+                                          13000 + (uint64_t)_i);
+    tc.layout = _i / 2 % 2 ? XFA_LAYOUT_BHSD : XFA_LAYOUT_BSHD;
+    tc.row_pad = _i / 4 ? 3 : 0;
+    tc.lse = _i != 5;
+    expect_pass(&tc);
+}
+END_TEST
+
+START_TEST(test_random_cases)
+{
+    xfa_test_case tc = xfa_test_case_random(14000 + (uint64_t)_i, _i % 2 ? XFA_DTYPE_BF16 : XFA_DTYPE_F16);
+    expect_pass(&tc);
+}
+END_TEST
+
+int main(void)
+{
+    setenv("XFA_OPENCL_PATH", "mma.sync", 1);
+    int count = 0;
+    if (xfa_device_count(XFA_BACKEND_OPENCL, &count) != XFA_SUCCESS || count == 0) {
+        printf("SKIP: no OpenCL device\n");
+        return 77;
+    }
+    if (xfa_context_create(XFA_BACKEND_OPENCL, 0, &ctx) != XFA_SUCCESS) {
+        fprintf(stderr, "xfa_context_create: %s\n", xfa_last_error());
+        return 1;
+    }
+    xfa_device_info info;
+    xfa_context_get_info(ctx, &info);
+    printf("device %s, path %s\n", info.name, info.path);
+    Suite *s = suite_create("opencl_mma");
+    TCase *tc = tcase_create("mma");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_plan_is_mma);
+    tcase_add_loop_test(tc, test_head_dims, 0, 32);
+    tcase_add_loop_test(tc, test_tiles_and_masks, 0, 8);
+    tcase_add_loop_test(tc, test_layouts, 0, 8);
+    tcase_add_loop_test(tc, test_random_cases, 0, 12);
+    suite_add_tcase(s, tc);
+    const int rc = xfa_check_run(s, 0);
+    xfa_context_destroy(&ctx);
+    return rc;
+}
