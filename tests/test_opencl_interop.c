@@ -114,12 +114,9 @@ START_TEST(test_caller_handles_forward)
     /* The caller's bytes before the view and the inputs are untouched. */
     ck_assert_int_eq(memcmp(out, p.host, p.base + p.o_at), 0);
 
-    xfa_reference_problem rp;
-    rp.q = xfa_host_view_of(&q, (const char *)p.host + p.base);
-    rp.k = xfa_host_view_of(&k, (const char *)p.host + p.base);
-    rp.v = xfa_host_view_of(&v, (const char *)p.host + p.base);
-    rp.scale = 1.0 / sqrt((double)p.D);
-    rp.causal = true;
+    const xfa_reference_problem rp = xfa_reference_problem_make(
+        xfa_host_view_of(&q, (const char *)p.host + p.base), xfa_host_view_of(&k, (const char *)p.host + p.base),
+        xfa_host_view_of(&v, (const char *)p.host + p.base), 1.0 / sqrt((double)p.D), true);
     const size_t n_out = (size_t)(p.B * p.Sq * p.Hq * p.D);
     double *o_ref = malloc(n_out * sizeof *o_ref), *lse_ref = malloc((size_t)(p.B * p.Hq * p.Sq) * sizeof *lse_ref);
     ck_assert_int_eq(xfa_reference_forward(&rp, o_ref, lse_ref), XFA_SUCCESS);
