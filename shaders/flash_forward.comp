@@ -1,0 +1,211 @@
+/*
+ * flash_forward.comp - the scalar Vulkan path: FlashAttention-2 forward, one
+ * work-group per (query block of Br rows, query head, batch).
+ *
+ * T consecutive invocations of one subgroup share a query row ("row group"):
+ * each computes the scores of columns t, t+T, ... of the K/V block and owns
+ * the vec4 columns t, t+T, ... of the row's output accumulator acc. Row max
+ * and row sum are reduced across the row group with subgroup shuffles.
+ * Q (scaled by scale*log2(e), so exponentials are exp2), the K and V blocks
+ * and the P tile live in shared memory as f32; this is the footprint the host
+ * describes in its xfa_tile_layout (vulkan_plan.c): Br x (D+PAD) + 2 x Bc x
+ * (D+PAD) + Br x Bc floats.
+ *
+ * Everything that shapes the code is a specialization constant, so one
+ * SPIR-V module serves every plan, dtype and feature combination; everything
+ * that only addresses memory (element offsets, strides, lengths) arrives as
+ * push constants. Storage is f32, f16 or bf16 (16-bit values through 16-bit
+ * storage, converted by bit manipulation), compute is f32.
+ */
+#version 450
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(constant_id = 0) const uint D = 64;        /* head dim, multiple of 4 * T */
+layout(constant_id = 1) const uint Br = 16;       /* query rows per work-group */
+layout(constant_id = 2) const uint Bc = 16;       /* key rows per K/V block */
+layout(constant_id = 3) const uint T = 8;         /* invocations per query row; power of two <= subgroup size */
+layout(constant_id = 4) const uint DTYPE = 0;     /* 0 f32, 1 f16, 2 bf16 (xfa_dtype) */
+layout(constant_id = 5) const bool CAUSAL = false;
+layout(constant_id = 6) const bool HAS_LSE = false;
+layout(constant_id = 7) const uint PAD = 4;       /* floats added to each shared row; multiple of 4 */
+layout(local_size_x_id = 8) in;                   /* = Br * T, set by the host */
+
+/* Element offsets and strides (in elements of each tensor's dtype). */
+layout(push_constant) uniform Args {
+    uint q_base, k_base, v_base, o_base, lse_base;
+    uint q_sb, q_ss, q_sh, q_sd;
+    uint k_sb, k_ss, k_sh, k_sd;
+    uint v_sb, v_ss, v_sh, v_sd;
+    uint o_sb, o_ss, o_sh, o_sd;
+    uint lse_sb, lse_ss, lse_sh;
+    uint seqlen_q, seqlen_k, heads_q, group; /* group = heads_q / heads_kv */
+    float scale_log2;                         /* softmax scale * log2(e) */
+} args;
+
+/* Each binding is seen as f32 and as 16-bit words; DTYPE picks which one is used. */
+layout(binding = 0, std430) readonly buffer Q32 { float q32[]; };
+layout(binding = 0, std430) readonly buffer Q16 { uint16_t q16[]; };
+layout(binding = 1, std430) readonly buffer K32 { float k32[]; };
+layout(binding = 1, std430) readonly buffer K16 { uint16_t k16[]; };
+layout(binding = 2, std430) readonly buffer V32 { float v32[]; };
+layout(binding = 2, std430) readonly buffer V16 { uint16_t v16[]; };
+layout(binding = 3, std430) writeonly buffer O32 { float o32[]; };
+layout(binding = 3, std430) writeonly buffer O16 { uint16_t o16[]; };
+layout(binding = 4, std430) writeonly buffer LSE { float lse32[]; };
+
+const uint ROW = D + PAD;       /* floats per shared row */
+const uint ROW4 = ROW / 4;      /* vec4s per shared row */
+const uint D4 = D / 4;
+const uint ACC4 = D4 / T;       /* vec4 accumulators per invocation */
+const uint WG = Br * T;
+
+shared vec4 Qs[Br * ROW4];
+shared vec4 Ks[Bc * ROW4];
+shared vec4 Vs[Bc * ROW4];
+shared float Ps[Br * Bc];
+
+#define NEG_INF (-1.0 / 0.0)
+const float LN2 = 0.6931471805599453;
+
+float half_bits_to_f32(uint u)
+{
+    return DTYPE == 2 ? uintBitsToFloat(u << 16) : unpackHalf2x16(u).x;
+}
+
+uint f32_to_half_bits(float x)
+{
+    if (DTYPE == 2) { /* bf16: round to nearest even, keep NaN a NaN */
+        const uint u = floatBitsToUint(x);
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+        return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    }
+    return packHalf2x16(vec2(x, 0.0)) & 0xffffu;
+}
+
+float load_q(uint i) { return DTYPE == 0 ? q32[i] : half_bits_to_f32(uint(q16[i])); }
+float load_k(uint i) { return DTYPE == 0 ? k32[i] : half_bits_to_f32(uint(k16[i])); }
+float load_v(uint i) { return DTYPE == 0 ? v32[i] : half_bits_to_f32(uint(v16[i])); }
+
+void store_o(uint i, float x)
+{
+    if (DTYPE == 0) o32[i] = x;
+    else o16[i] = uint16_t(f32_to_half_bits(x));
+}
+
+/* Reductions over the T invocations of a row group (aligned, consecutive lanes). */
+float row_group_max(float x)
+{
+    [[unroll]] for (uint m = 1; m < T; m <<= 1) x = max(x, subgroupShuffleXor(x, m));
+    return x;
+}
+
+float row_group_sum(float x)
+{
+    [[unroll]] for (uint m = 1; m < T; m <<= 1) x += subgroupShuffleXor(x, m);
+    return x;
+}
+
+void main()
+{
+    /* Invocation number in subgroup order, so a row group is T lanes of one subgroup. */
+    const uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+    const uint r = tid / T, t = tid % T;
+    const uint row0 = gl_WorkGroupID.x * Br;
+    const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+    const uint hk = h / args.group;
+    const uint Sq = args.seqlen_q, Sk = args.seqlen_k;
+    const uint rows = min(Br, Sq - row0);
+    const uint row = row0 + r;
+
+    /* Q tile, pre-scaled; rows past Sq are zero (never stored). */
+    const uint q_bh = args.q_base + b * args.q_sb + h * args.q_sh;
+    for (uint i = tid; i < Br * D4; i += WG) {
+        const uint rr = i / D4, x = (i % D4) * 4;
+        vec4 val = vec4(0.0);
+        if (rr < rows) {
+            const uint base = q_bh + (row0 + rr) * args.q_ss + x * args.q_sd;
+            val = vec4(load_q(base), load_q(base + args.q_sd), load_q(base + 2 * args.q_sd),
+                       load_q(base + 3 * args.q_sd)) * args.scale_log2;
+        }
+        Qs[rr * ROW4 + x / 4] = val;
+    }
+
+    float m_i = NEG_INF, l_i = 0.0;
+    vec4 acc[ACC4];
+    [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] = vec4(0.0);
+
+    /* Bottom-right causal: the block's last row sees keys < key_end; later blocks are skipped. */
+    uint key_end = Sk;
+    if (CAUSAL) key_end = uint(clamp(int(row0 + rows) + int(Sk) - int(Sq), 0, int(Sk)));
+    const int diag = int(Sk) - int(Sq); /* row i sees key j when j <= i + diag */
+
+    const uint k_bh = args.k_base + b * args.k_sb + hk * args.k_sh;
+    const uint v_bh = args.v_base + b * args.v_sb + hk * args.v_sh;
+    for (uint col0 = 0; col0 < key_end; col0 += Bc) {
+        const uint cols = min(Bc, key_end - col0);
+        barrier(); /* the previous block's K, V and P are no longer read */
+        for (uint i = tid; i < Bc * D4; i += WG) {
+            const uint c = i / D4, x = (i % D4) * 4;
+            vec4 kv = vec4(0.0), vv = vec4(0.0);
+            if (c < cols) {
+                const uint kb = k_bh + (col0 + c) * args.k_ss + x * args.k_sd;
+                const uint vb = v_bh + (col0 + c) * args.v_ss + x * args.v_sd;
+                kv = vec4(load_k(kb), load_k(kb + args.k_sd), load_k(kb + 2 * args.k_sd), load_k(kb + 3 * args.k_sd));
+                vv = vec4(load_v(vb), load_v(vb + args.v_sd), load_v(vb + 2 * args.v_sd), load_v(vb + 3 * args.v_sd));
+            }
+            Ks[c * ROW4 + x / 4] = kv;
+            Vs[c * ROW4 + x / 4] = vv;
+        }
+        barrier();
+
+        /* Scores of this invocation's columns, and the row max over the row group. */
+        float block_max = NEG_INF;
+        for (uint c = t; c < Bc; c += T) {
+            float s = NEG_INF;
+            const bool visible = c < cols && r < rows && (!CAUSAL || int(col0 + c) <= int(row) + diag);
+            if (visible) {
+                vec4 dot4 = vec4(0.0);
+                [[unroll]] for (uint x = 0; x < D4; x++) dot4 += Qs[r * ROW4 + x] * Ks[c * ROW4 + x];
+                s = dot4.x + dot4.y + dot4.z + dot4.w;
+            }
+            Ps[r * Bc + c] = s;
+            block_max = max(block_max, s);
+        }
+        block_max = row_group_max(block_max);
+        const float m_new = max(m_i, block_max);
+        /* A row that has seen nothing yet keeps m_i = -inf, l_i = 0, acc = 0 (and P = 0 below). */
+        const float alpha = m_new == NEG_INF ? 1.0 : exp2(m_i - m_new);
+        float block_sum = 0.0;
+        for (uint c = t; c < Bc; c += T) {
+            const float s = Ps[r * Bc + c];
+            const float p = s == NEG_INF ? 0.0 : exp2(s - m_new);
+            Ps[r * Bc + c] = p;
+            block_sum += p;
+        }
+        block_sum = row_group_sum(block_sum);
+        l_i = l_i * alpha + block_sum;
+        m_i = m_new;
+        barrier(); /* P of the whole row is written */
+
+        [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] *= alpha;
+        for (uint c = 0; c < cols; c++) {
+            const float p = Ps[r * Bc + c];
+            [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] += p * Vs[c * ROW4 + t + j * T];
+        }
+    }
+
+    if (r >= rows) return;
+    const float inv_l = l_i > 0.0 ? 1.0 / l_i : 0.0;
+    const uint o_row = args.o_base + b * args.o_sb + row * args.o_ss + h * args.o_sh;
+    [[unroll]] for (uint j = 0; j < ACC4; j++) {
+        const uint x = (t + j * T) * 4;
+        const vec4 out4 = acc[j] * inv_l;
+        [[unroll]] for (uint e = 0; e < 4; e++) store_o(o_row + (x + e) * args.o_sd, out4[e]);
+    }
+    if (HAS_LSE && t == 0)
+        lse32[args.lse_base + b * args.lse_sb + row * args.lse_ss + h * args.lse_sh] =
+            l_i > 0.0 ? (m_i + log2(l_i)) * LN2 : NEG_INF;
+}

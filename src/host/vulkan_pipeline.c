@@ -1,0 +1,283 @@
+/*
+ * vulkan_pipeline.c - the tile plan of each shader path, the shader modules
+ * (SPIR-V embedded at build time), and compute pipelines specialised per plan
+ * and made once per context (through a VkPipelineCache).
+ */
+#include "vulkan_internal.h"
+#include "vulkan_shaders.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Push constants: must match `Args` in shaders/flash_forward.comp word for word. */
+#define VK_PUSH_WORDS 29
+
+/* Invocations sharing one query row in the scalar shader: a power of two that fits a
+ * subgroup and divides D/4 for every head dim (D is a multiple of 32). */
+uint32_t xfa_vk_threads_per_row(const vk_context *vk)
+{
+    const uint32_t sg = vk->caps.subgroup_size;
+    return sg < 8 ? sg : 8;
+}
+
+/* What flash_forward.comp keeps in shared memory: f32 Q, K and V rows padded by
+ * PAD floats, and the Br x Bc P tile; m_i, l_i and acc are in registers. */
+static xfa_tile_layout scalar_layout(const vk_context *vk)
+{
+    const uint32_t T = xfa_vk_threads_per_row(vk);
+    const uint32_t sg = vk->caps.subgroup_size;
+    const xfa_tile_layout layout = {
+        .path = "scalar",
+        .q_elem_bytes = 4,
+        .kv_elem_bytes = 4,
+        .s_elem_bytes = 4,
+        .o_elem_bytes = 0,
+        .row_pad = 4, /* keeps rows 16-byte aligned for vec4 and staggers banks */
+        .stages = 1,
+        .row_state_bytes = 0,
+        .br_multiple = sg > T ? sg / T : 1, /* whole subgroups per work-group */
+        .bc_multiple = 1,
+        .br_max = 64,
+        .bc_max = 128,
+        .threads_per_row = T,
+    };
+    return layout;
+}
+
+/* What flash_forward_coopmat.comp keeps in shared memory: f16 K and V rows padded by
+ * PAD halves (Q passes through the same space, so Br <= 2 Bc), the S tile in f32 and
+ * the P tile in f16, and one float per row; Q and O live in matrix registers. */
+static xfa_tile_layout coopmat_layout(const vk_context *vk)
+{
+    const xfa_tile_layout layout = {
+        .path = "coopmat",
+        .q_elem_bytes = 0,
+        .kv_elem_bytes = 2,
+        .s_elem_bytes = 4 + 2,
+        .o_elem_bytes = 0,
+        .row_pad = 8,
+        .stages = 1,
+        .row_state_bytes = 4,
+        .br_multiple = 16, /* one subgroup per 16 rows */
+        .bc_multiple = 16,
+        .br_max = 128,
+        .bc_max = 128,
+        .threads_per_row = vk->caps.subgroup_size / 16,
+    };
+    return layout;
+}
+
+/* f16 calls take the matrix path when the context runs it; everything else is scalar. */
+static bool uses_coopmat(const vk_context *vk, xfa_dtype dtype)
+{
+    return vk->use_coopmat && dtype == XFA_DTYPE_F16;
+}
+
+static xfa_tile_layout layout_for(const vk_context *vk, xfa_dtype dtype)
+{
+    return uses_coopmat(vk, dtype) ? coopmat_layout(vk) : scalar_layout(vk);
+}
+
+static xfa_plan_limits limits(const vk_context *vk)
+{
+    const xfa_plan_limits lim = {
+        .local_mem_bytes = vk->caps.props.limits.maxComputeSharedMemorySize,
+        .max_workgroup_size = vk->caps.props.limits.maxComputeWorkGroupInvocations,
+        .subgroup_size = vk->caps.subgroup_size,
+    };
+    return lim;
+}
+
+xfa_status xfa_vk_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan)
+{
+    const vk_context *vk = ctx->impl;
+    char msg[XFA_MESSAGE_SIZE];
+    const xfa_plan_limits lim = limits(vk);
+    const xfa_tile_layout layout = layout_for(vk, dtype);
+    xfa_status st = xfa_plan_make(&lim, &layout, head_dim, dtype, plan, msg);
+    if (st) return xfa_fail(ctx, st, "%s", msg);
+    /* The work-group size limits per dimension too. */
+    if (plan->workgroup_size > vk->caps.props.limits.maxComputeWorkGroupSize[0])
+        return xfa_fail(ctx, XFA_ERROR_LOCAL_MEMORY_TOO_SMALL, "work-group of %u exceeds maxComputeWorkGroupSize[0] %u",
+                        plan->workgroup_size, vk->caps.props.limits.maxComputeWorkGroupSize[0]);
+    return XFA_SUCCESS;
+}
+
+xfa_status xfa_vk_plan_check(xfa_context *ctx, xfa_plan *plan)
+{
+    const vk_context *vk = ctx->impl;
+    char msg[XFA_MESSAGE_SIZE];
+    const xfa_plan_limits lim = limits(vk);
+    const xfa_tile_layout layout = layout_for(vk, plan->dtype);
+    xfa_status st = xfa_plan_fit(&lim, &layout, plan, msg);
+    if (st) return xfa_fail(ctx, st, "%s", msg);
+    if (uses_coopmat(vk, plan->dtype) && plan->Br > 2 * plan->Bc)
+        return xfa_fail(ctx, XFA_ERROR_INVALID_PLAN, "coopmat plan Br=%u Bc=%u: Q passes through the K/V tile, so Br <= 2 Bc",
+                        plan->Br, plan->Bc);
+    if (plan->workgroup_size > vk->caps.props.limits.maxComputeWorkGroupSize[0])
+        return xfa_fail(ctx, XFA_ERROR_INVALID_PLAN, "work-group of %u exceeds maxComputeWorkGroupSize[0] %u",
+                        plan->workgroup_size, vk->caps.props.limits.maxComputeWorkGroupSize[0]);
+    return XFA_SUCCESS;
+}
+
+static xfa_status make_module(xfa_context *ctx, const uint32_t *code, size_t size, VkShaderModule *out)
+{
+    vk_context *vk = ctx->impl;
+    const VkShaderModuleCreateInfo info = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+        .codeSize = size,
+        .pCode = code,
+    };
+    VkResult r = vkCreateShaderModule(vk->device, &info, NULL, out);
+    if (r) return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "vkCreateShaderModule failed: %s", xfa_vk_result_name(r));
+    return XFA_SUCCESS;
+}
+
+xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
+{
+    vk_context *vk = ctx->impl;
+    VkResult r;
+    VkDescriptorSetLayoutBinding bindings[5];
+    for (uint32_t i = 0; i < 5; i++) {
+        const VkDescriptorSetLayoutBinding b = {
+            .binding = i,
+            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorCount = 1,
+            .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+        };
+        bindings[i] = b;
+    }
+    /* Push descriptors: recorded into the command buffer, so nothing outlives a call. */
+    const VkDescriptorSetLayoutCreateInfo set_info = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+        .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+        .bindingCount = 5,
+        .pBindings = bindings,
+    };
+    if ((r = vkCreateDescriptorSetLayout(vk->device, &set_info, NULL, &vk->set_layout)))
+        return xfa_vk_fail(ctx, r, "vkCreateDescriptorSetLayout");
+    const VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_WORDS * 4};
+    if (range.size > vk->caps.props.limits.maxPushConstantsSize)
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "the device allows %u bytes of push constants, xfa needs %u",
+                        vk->caps.props.limits.maxPushConstantsSize, range.size);
+    const VkPipelineLayoutCreateInfo layout_info = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+        .setLayoutCount = 1,
+        .pSetLayouts = &vk->set_layout,
+        .pushConstantRangeCount = 1,
+        .pPushConstantRanges = &range,
+    };
+    if ((r = vkCreatePipelineLayout(vk->device, &layout_info, NULL, &vk->pipeline_layout)))
+        return xfa_vk_fail(ctx, r, "vkCreatePipelineLayout");
+    xfa_status st = make_module(ctx, xfa_spv_flash_forward, xfa_spv_flash_forward_size, &vk->scalar_module);
+    if (st) return st;
+#ifdef XFA_VULKAN_COOPMAT
+    if (vk->use_coopmat &&
+        (st = make_module(ctx, xfa_spv_flash_forward_coopmat, xfa_spv_flash_forward_coopmat_size, &vk->coopmat_module)))
+        return st;
+#endif
+    if (vk->cache == VK_NULL_HANDLE) {
+        const VkPipelineCacheCreateInfo cache_info = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+        if ((r = vkCreatePipelineCache(vk->device, &cache_info, NULL, &vk->cache)))
+            return xfa_vk_fail(ctx, r, "vkCreatePipelineCache");
+        vk->owns_cache = true;
+    }
+    return XFA_SUCCESS;
+}
+
+void xfa_vk_pipelines_release(vk_context *vk)
+{
+    for (size_t i = 0; i < vk->n_pipelines; i++) vkDestroyPipeline(vk->device, vk->pipelines[i].pipeline, NULL);
+    free(vk->pipelines);
+    vk->pipelines = NULL;
+    vk->n_pipelines = vk->cap_pipelines = 0;
+    if (vk->owns_cache && vk->cache) vkDestroyPipelineCache(vk->device, vk->cache, NULL);
+    if (vk->scalar_module) vkDestroyShaderModule(vk->device, vk->scalar_module, NULL);
+    if (vk->coopmat_module) vkDestroyShaderModule(vk->device, vk->coopmat_module, NULL);
+    if (vk->pipeline_layout) vkDestroyPipelineLayout(vk->device, vk->pipeline_layout, NULL);
+    if (vk->set_layout) vkDestroyDescriptorSetLayout(vk->device, vk->set_layout, NULL);
+}
+
+static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
+{
+    vk_pipeline_key key;
+    memset(&key, 0, sizeof key);
+    key.path = uses_coopmat(vk, a->dtype) ? VK_PATH_COOPMAT : VK_PATH_SCALAR;
+    key.head_dim = (uint32_t)a->head_dim;
+    key.Br = a->plan.Br;
+    key.Bc = a->plan.Bc;
+    key.threads_per_row = key.path == VK_PATH_COOPMAT ? vk->caps.subgroup_size / 16 : xfa_vk_threads_per_row(vk);
+    key.dtype = (uint32_t)a->dtype;
+    key.causal = a->causal;
+    key.has_lse = a->has_lse;
+    return key;
+}
+
+static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, VkPipeline *out)
+{
+    vk_context *vk = ctx->impl;
+    /* constant_id 0..8 of flash_forward.comp (id 3: invocations per row, PAD 4 floats) and of
+     * flash_forward_coopmat.comp (id 3: subgroup size, PAD 8 halves), in order. */
+    const bool coop = key->path == VK_PATH_COOPMAT;
+    const uint32_t values[9] = {key->head_dim,
+                                key->Br,
+                                key->Bc,
+                                coop ? vk->caps.subgroup_size : key->threads_per_row,
+                                key->dtype,
+                                key->causal ? VK_TRUE : VK_FALSE,
+                                key->has_lse ? VK_TRUE : VK_FALSE,
+                                coop ? 8 : 4,
+                                key->Br * key->threads_per_row};
+    VkSpecializationMapEntry entries[9];
+    for (uint32_t i = 0; i < 9; i++) {
+        const VkSpecializationMapEntry e = {i, i * 4, 4};
+        entries[i] = e;
+    }
+    const VkSpecializationInfo spec = {9, entries, sizeof values, values};
+    const VkComputePipelineCreateInfo info = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage =
+            {
+                .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = coop ? vk->coopmat_module : vk->scalar_module,
+                .pName = "main",
+                .pSpecializationInfo = &spec,
+            },
+        .layout = vk->pipeline_layout,
+    };
+    VkResult r = vkCreateComputePipelines(vk->device, vk->cache, 1, &info, NULL, out);
+    if (r)
+        return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD,
+                        "vkCreateComputePipelines (%s, D=%u Br=%u Bc=%u) failed: %s", coop ? "coopmat" : "scalar",
+                        key->head_dim, key->Br,
+                        key->Bc, xfa_vk_result_name(r));
+    return XFA_SUCCESS;
+}
+
+xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, VkPipeline *out)
+{
+    vk_context *vk = ctx->impl;
+    const vk_pipeline_key key = key_for(vk, args);
+    for (size_t i = 0; i < vk->n_pipelines; i++)
+        if (memcmp(&vk->pipelines[i].key, &key, sizeof key) == 0) {
+            *out = vk->pipelines[i].pipeline;
+            return XFA_SUCCESS;
+        }
+    if (vk->n_pipelines == vk->cap_pipelines) {
+        const size_t cap = vk->cap_pipelines ? 2 * vk->cap_pipelines : 16;
+        vk_pipeline_entry *grown = realloc(vk->pipelines, cap * sizeof *grown);
+        if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the pipeline table");
+        vk->pipelines = grown;
+        vk->cap_pipelines = cap;
+    }
+    VkPipeline pipeline;
+    xfa_status st = make_pipeline(ctx, &key, &pipeline);
+    if (st) return st;
+    vk->pipelines[vk->n_pipelines].key = key;
+    vk->pipelines[vk->n_pipelines].pipeline = pipeline;
+    vk->n_pipelines++;
+    *out = pipeline;
+    return XFA_SUCCESS;
+}
