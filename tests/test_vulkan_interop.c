@@ -226,12 +226,8 @@ START_TEST(test_record_into_engine_command_buffer)
     float *out = malloc(q_bytes + lse_bytes);
     ck_assert_int_eq(xfa_buffer_download(buf, q_bytes + 2 * kv_bytes, out, q_bytes + lse_bytes), XFA_SUCCESS);
 
-    xfa_reference_problem p;
-    p.q = xfa_host_view_of(&q, host);
-    p.k = xfa_host_view_of(&k, host);
-    p.v = xfa_host_view_of(&v, host);
-    p.scale = 1.0 / sqrt((double)D);
-    p.causal = causal;
+    const xfa_reference_problem p = xfa_reference_problem_make(xfa_host_view_of(&q, host), xfa_host_view_of(&k, host),
+                                                               xfa_host_view_of(&v, host), 1.0 / sqrt((double)D), causal);
     double *ref_o = malloc(q_elems * sizeof *ref_o), *ref_lse = malloc((size_t)(B * Hq * Sq) * sizeof *ref_lse);
     ck_assert_int_eq(xfa_reference_forward(&p, ref_o, ref_lse), XFA_SUCCESS);
     double max_ref = 0, max_err = 0, lse_err = 0;
