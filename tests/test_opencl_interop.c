@@ -20,6 +20,7 @@
 static cl_device_id device;
 static cl_context context;
 static cl_command_queue queue;
+static int test_device; /* the same device as xfa numbers it */
 
 static cl_uint ref_count_mem(cl_mem m)
 {
@@ -220,7 +221,7 @@ END_TEST
 START_TEST(test_info_and_plan)
 {
     xfa_context *ctx = NULL;
-    ck_assert_int_eq(xfa_context_create(XFA_BACKEND_OPENCL, 0, &ctx), XFA_SUCCESS);
+    ck_assert_int_eq(xfa_context_create(XFA_BACKEND_OPENCL, test_device, &ctx), XFA_SUCCESS);
     xfa_device_info info;
     xfa_context_get_info(ctx, &info);
     ck_assert(info.local_mem_bytes > 0);
@@ -234,21 +235,33 @@ START_TEST(test_info_and_plan)
 }
 END_TEST
 
-int main(void)
+/* Usage: test_opencl_interop [device] (an index over all platforms' devices, as xfa numbers them). */
+int main(int argc, char **argv)
 {
+    const cl_uint want = argc > 1 ? (cl_uint)atoi(argv[1]) : 0;
     cl_platform_id platforms[8];
     cl_uint n_platforms = 0;
     if (clGetPlatformIDs(8, platforms, &n_platforms) != CL_SUCCESS || n_platforms == 0) {
         printf("SKIP: no OpenCL platform\n");
         return 77;
     }
-    cl_uint n = 0;
-    for (cl_uint i = 0; i < n_platforms && n == 0; i++)
-        if (clGetDeviceIDs(platforms[i], CL_DEVICE_TYPE_ALL, 1, &device, &n) != CL_SUCCESS) n = 0;
-    if (n == 0) {
-        printf("SKIP: no OpenCL device\n");
+    cl_uint seen = 0;
+    bool found = false;
+    for (cl_uint i = 0; i < n_platforms && !found; i++) {
+        cl_device_id devices[16];
+        cl_uint n = 0;
+        if (clGetDeviceIDs(platforms[i], CL_DEVICE_TYPE_ALL, 16, devices, &n) != CL_SUCCESS) continue;
+        if (want < seen + n) {
+            device = devices[want - seen];
+            found = true;
+        }
+        seen += n;
+    }
+    if (!found) {
+        printf("SKIP: no OpenCL device %u\n", want);
         return 77;
     }
+    test_device = (int)want;
     cl_int err;
     context = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
     if (err == CL_SUCCESS) queue = clCreateCommandQueue(context, device, 0, &err);

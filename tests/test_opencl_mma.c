@@ -79,15 +79,17 @@ START_TEST(test_random_cases)
 }
 END_TEST
 
-int main(void)
+/* Usage: test_opencl_mma [device] (an OpenCL device index as xfa numbers them; 0 by default). */
+int main(int argc, char **argv)
 {
+    const int device = argc > 1 ? atoi(argv[1]) : 0;
     setenv("XFA_OPENCL_PATH", "mma.sync", 1);
     int count = 0;
-    if (xfa_device_count(XFA_BACKEND_OPENCL, &count) != XFA_SUCCESS || count == 0) {
+    if (xfa_device_count(XFA_BACKEND_OPENCL, &count) != XFA_SUCCESS || count <= device) {
         printf("SKIP: no OpenCL device\n");
         return 77;
     }
-    if (xfa_context_create(XFA_BACKEND_OPENCL, 0, &ctx) != XFA_SUCCESS) {
+    if (xfa_context_create(XFA_BACKEND_OPENCL, device, &ctx) != XFA_SUCCESS) {
         fprintf(stderr, "xfa_context_create: %s\n", xfa_last_error());
         return 1;
     }

@@ -141,11 +141,19 @@ xfa_status xfa_opencl_device_at(int index, cl_platform_id *platform, cl_device_i
     return XFA_SUCCESS;
 }
 
+/* A device string, cut to fit `out` (clGetDeviceInfo refuses a buffer shorter than the whole string). */
 static void device_string(cl_device_id device, cl_device_info what, char *out, size_t size)
 {
     out[0] = '\0';
-    if (clGetDeviceInfo(device, what, size, out, NULL) != CL_SUCCESS) out[0] = '\0';
-    out[size - 1] = '\0';
+    size_t len = 0;
+    if (clGetDeviceInfo(device, what, 0, NULL, &len) != CL_SUCCESS || len == 0) return;
+    char *full = malloc(len + 1);
+    if (!full) return;
+    if (clGetDeviceInfo(device, what, len, full, NULL) == CL_SUCCESS) {
+        full[len] = '\0';
+        snprintf(out, size, "%s", full);
+    }
+    free(full);
 }
 
 static bool has_extension(cl_device_id device, const char *name)
