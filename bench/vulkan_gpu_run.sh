@@ -9,6 +9,10 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"   # libsubunit for Check
 export XDG_CACHE_HOME=/tmp/xfa-cache
+# Logs gather in one folder and leave as one archive (few files come back from the machine).
+final_out=$OUT
+OUT=$(mktemp -d)
+trap 'tar -C "$OUT" -czf "$final_out/vulkan_logs.tar.gz" .' EXIT
 step() { # name timeout command...
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
