@@ -285,6 +285,36 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* A caller device made without VK_KHR_push_descriptor: a clear status, no crash. */
+START_TEST(test_device_without_push_descriptors)
+{
+    const float priority = 1.0f;
+    const VkDeviceQueueCreateInfo qci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = family, .queueCount = 1,
+        .pQueuePriorities = &priority};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .storageBuffer16BitAccess = VK_TRUE};
+    const VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f11,
+                                    .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+    VkDevice bare;
+    ck_assert_int_eq(vkCreateDevice(physical, &dci, NULL, &bare), VK_SUCCESS);
+    VkQueue bare_queue;
+    vkGetDeviceQueue(bare, family, 0, &bare_queue);
+    xfa_vulkan_context_params params;
+    memset(&params, 0, sizeof params);
+    params.instance = instance;
+    params.physical_device = physical;
+    params.device = bare;
+    params.queue = bare_queue;
+    params.queue_family = family;
+    xfa_context *c = NULL;
+    ck_assert_int_eq(xfa_vulkan_context_create(&params, &c), XFA_ERROR_UNSUPPORTED_FEATURE);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(xfa_last_error(), "VK_KHR_push_descriptor"));
+    vkDestroyDevice(bare, NULL);
+}
+END_TEST
+
 int main(void)
 {
     if (!engine_open()) {
@@ -314,6 +344,7 @@ int main(void)
     tcase_add_loop_test(tc, test_shared_cases_on_engine_device, 0, 6);
     tcase_add_loop_test(tc, test_record_into_engine_command_buffer, 0, 2);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_device_without_push_descriptors);
     suite_add_tcase(s, tc);
     int rc = xfa_check_run(s, 0);
     xfa_context_destroy(&ctx);
