@@ -165,6 +165,36 @@ xfa_status xfa_device_count(xfa_backend backend, int *count);
 xfa_status xfa_device_get_info(xfa_backend backend, int index, xfa_device_info *info);
 
 /* ------------------------------------------------------------------------ */
+/* Host memory                                                               */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The allocator xfa uses for every host allocation it makes itself (its objects,
+ * staging, the CPU backend's buffers and scratch). An engine hands in its own to
+ * account for or pool that memory. Allocations made inside the runtimes xfa calls
+ * (OpenCL, Vulkan, CUDA drivers) are theirs and do not go through it.
+ * alloc returns memory aligned to at least `alignment` (a power of two) or NULL;
+ * realloc keeps the contents up to the smaller size (ptr may be NULL); free
+ * accepts NULL. The callbacks may be called from xfa's worker threads.
+ */
+typedef struct xfa_allocator {
+    void *(*alloc)(void *user, size_t bytes, size_t alignment);
+    void *(*realloc)(void *user, void *ptr, size_t bytes, size_t alignment);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} xfa_allocator;
+
+/*
+ * Installs `allocator` (copied) for the whole process; NULL restores malloc/free.
+ * Refused with XFA_ERROR_INVALID_ARGUMENT while memory from the current allocator
+ * is still held by xfa (contexts or buffers alive): call it before the first
+ * context, or after the last is destroyed. Not safe concurrently with other xfa calls.
+ */
+xfa_status xfa_set_allocator(const xfa_allocator *allocator);
+/* Bytes of host memory xfa currently holds through its allocator. Safe from any thread. */
+size_t xfa_host_bytes_in_use(void);
+
+/* ------------------------------------------------------------------------ */
 /* Contexts                                                                  */
 /* ------------------------------------------------------------------------ */
 
