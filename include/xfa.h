@@ -380,9 +380,14 @@ typedef struct xfa_decode_params {
     float softcap;        /* 0: off */
     const xfa_tensor *alibi_slopes; /* as in xfa_attention_params, or NULL */
     int num_splits;       /* split-KV factor: 0 chooses from the device, batch, heads and length; >= 1 forces */
+    /* Device scratch for the partial results (xfa_attention_decode_scratch_size says how much), at a
+     * byte offset that is a multiple of 256. NULL: the backend allocates it for the call and frees
+     * it once the call has finished; engines that must not allocate pass their own. */
+    xfa_buffer *scratch;
+    size_t scratch_offset;
 } xfa_decode_params;
 
-#define XFA_DECODE_PARAMS_DEFAULT {0.0f, 1, -1, 0.0f, NULL, 0}
+#define XFA_DECODE_PARAMS_DEFAULT {0.0f, 1, -1, 0.0f, NULL, 0, NULL, 0}
 
 /*
  * Attention of Sq new query tokens per sequence (q: (B, Sq, Hq, D), Sq small,
@@ -400,6 +405,16 @@ typedef struct xfa_decode_params {
 xfa_status xfa_attention_decode(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
                                  const xfa_kv_cache *cache, const xfa_tensor *k_new, const xfa_tensor *v_new,
                                  const xfa_tensor *o, const xfa_tensor *lse);
+
+/*
+ * Bytes of device scratch xfa_attention_decode needs with these arguments (the
+ * partial outputs and LSEs of the KV splits, sized for the largest split count
+ * the call may choose, from the cache's capacity). Validates like the call.
+ */
+xfa_status xfa_attention_decode_scratch_size(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
+                                             const xfa_kv_cache *cache, const xfa_tensor *k_new,
+                                             const xfa_tensor *v_new, const xfa_tensor *o, const xfa_tensor *lse,
+                                             size_t *bytes);
 
 /*
  * Combines attention computed over n disjoint parts of the keys (each part's

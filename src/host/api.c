@@ -275,6 +275,21 @@ xfa_status xfa_attention_decode(xfa_context *ctx, const xfa_decode_params *param
     return ctx->ops->decode(ctx, &args);
 }
 
+xfa_status xfa_attention_decode_scratch_size(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
+                                             const xfa_kv_cache *cache, const xfa_tensor *k_new,
+                                             const xfa_tensor *v_new, const xfa_tensor *o, const xfa_tensor *lse,
+                                             size_t *bytes)
+{
+    if (!ctx) return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "ctx is NULL");
+    if (!bytes) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "bytes is NULL");
+    xfa_clear_error(ctx);
+    xfa_decode_args args;
+    memset(&args, 0, sizeof args);
+    const xfa_status st = xfa_validate_decode(ctx, params, q, cache, k_new, v_new, o, lse, &args);
+    *bytes = st ? 0 : args.scratch_bytes;
+    return st;
+}
+
 xfa_status xfa_merge_partials(xfa_context *ctx, int n, const xfa_tensor *o_parts, const xfa_tensor *lse_parts,
                               const xfa_tensor *o, const xfa_tensor *lse)
 {

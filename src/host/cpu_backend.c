@@ -465,11 +465,14 @@ static xfa_status cpu_decode(xfa_context *ctx, const xfa_decode_args *a)
     int64_t max_len = 0;
     for (int64_t b = 0; b < a->batch; b++) max_len = lens[b] > max_len ? lens[b] : max_len;
     job.lens = lens;
+    /* The lengths are known here, so fewer splits than the scratch allows may do. */
     job.splits = a->num_splits ? a->num_splits
                                : xfa_decode_choose_splits(ctx->info.compute_units, a->batch, a->heads_kv, max_len, 256);
-    const size_t rows = (size_t)(job.splits * a->batch * a->heads_q * a->seqlen_q);
-    job.parts = xfa_malloc(rows * (size_t)a->head_dim * sizeof(float));
-    job.part_lse = xfa_malloc(rows * sizeof(float));
+    if (job.splits > a->max_splits) job.splits = a->max_splits;
+    char *scratch = a->scratch ? (char *)a->scratch->impl + a->scratch->native_offset + a->scratch_offset
+                               : xfa_malloc(a->scratch_bytes);
+    job.parts = (float *)scratch;
+    job.part_lse = scratch ? (float *)(scratch + a->scratch_lse_offset) : NULL;
     st = XFA_ERROR_OUT_OF_HOST_MEMORY;
     if (job.parts && job.part_lse) {
         job.run_item = decode_split_item;
@@ -485,8 +488,7 @@ static xfa_status cpu_decode(xfa_context *ctx, const xfa_decode_args *a)
         job.scratch_floats = (size_t)a->head_dim; /* the merged row */
         st = run_job(ctx, &job, "decode merge");
     }
-    xfa_free(job.parts);
-    xfa_free(job.part_lse);
+    if (!a->scratch) xfa_free(scratch);
     xfa_free(lens);
     return st;
 }
