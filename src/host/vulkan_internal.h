@@ -47,9 +47,17 @@ typedef struct vk_pipeline_key {
     uint32_t path;                /* VK_PATH_* */
     uint32_t head_dim, Br, Bc, threads_per_row, dtype;
     uint32_t causal, has_lse;
+    uint32_t window, softcap, alibi, bias, varlen; /* scalar path only: flash_forward.comp ids 9..13 */
 } vk_pipeline_key;
 
 enum { VK_PATH_SCALAR = 0, VK_PATH_COOPMAT = 1 };
+
+/* Slots of the context's extra-arguments buffer (what does not fit the push constants),
+ * written with vkCmdUpdateBuffer; each slot is aligned for any storage-buffer offset. */
+#define VK_EXTRA_SLOTS 256u
+#define VK_EXTRA_SLOT_BYTES 256u
+/* Descriptor bindings of the one set layout every xfa pipeline uses. */
+#define VK_BINDINGS 10u
 
 typedef struct vk_pipeline_entry {
     vk_pipeline_key key;
@@ -93,6 +101,11 @@ typedef struct vk_context {
     VkFence fence;
     bool pending;                 /* cmd submitted, fence not yet waited on */
 
+    /* Extra arguments: VK_EXTRA_SLOTS slots used in turn (device-local). */
+    VkBuffer extra;
+    VkDeviceMemory extra_memory;
+    uint32_t extra_next;
+
     /* Host-visible staging for uploads and downloads. */
     VkBuffer staging;
     VkDeviceMemory staging_memory;
@@ -134,6 +147,8 @@ void xfa_vk_buffer_destroy(xfa_context *ctx, xfa_buffer *buf);
 xfa_status xfa_vk_upload(xfa_context *ctx, xfa_buffer *buf, size_t offset, const void *src, size_t bytes);
 xfa_status xfa_vk_download(xfa_context *ctx, xfa_buffer *buf, size_t offset, void *dst, size_t bytes);
 void xfa_vk_staging_release(vk_context *vk);
+/* A device-local storage buffer (also a transfer source and destination). */
+xfa_status xfa_vk_device_buffer(xfa_context *ctx, VkDeviceSize size, VkBuffer *buffer, VkDeviceMemory *memory);
 
 /* vulkan_pipeline.c */
 xfa_status xfa_vk_pipelines_init(xfa_context *ctx);
@@ -144,8 +159,24 @@ xfa_status xfa_vk_plan_check(xfa_context *ctx, xfa_plan *plan);
 xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, VkPipeline *out);
 uint32_t xfa_vk_threads_per_row(const vk_context *vk);
 
+/* Sends a call the context's matrix path cannot run (features it lacks) to the scalar
+ * path, replacing a matrix-path plan by the scalar path's own. */
+xfa_status xfa_vk_route(xfa_context *ctx, xfa_forward_args *args);
+
 /* vulkan_dispatch.c: records one forward call into cmd. */
 xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *args);
+/* Whether a call uses a feature beyond causal masking (window, softcap, ALiBi, bias, varlen). */
+bool xfa_vk_has_features(const xfa_forward_args *args);
+/* A storage-buffer descriptor for a view: its native buffer from the aligned-down start,
+ * and the element index where the view begins in that range. */
+xfa_status xfa_vk_describe(xfa_context *ctx, const char *name, const xfa_tensor *t, VkDescriptorBufferInfo *info,
+                           uint32_t *base);
+/* Element strides of the first n dimensions (0 for a dimension of size 1). */
+void xfa_vk_strides(const xfa_tensor *t, uint32_t *out, int n);
+/* Records `data` into the next extra-arguments slot (with the barriers around it) and
+ * describes that slot. */
+xfa_status xfa_vk_write_extra(xfa_context *ctx, VkCommandBuffer cmd, const void *data, size_t bytes,
+                              VkDescriptorBufferInfo *info);
 
 extern const xfa_backend_ops xfa_vulkan_backend;
 

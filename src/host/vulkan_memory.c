@@ -59,6 +59,15 @@ static xfa_status make_buffer(xfa_context *ctx, VkDeviceSize size, VkBufferUsage
     return XFA_SUCCESS;
 }
 
+xfa_status xfa_vk_device_buffer(xfa_context *ctx, VkDeviceSize size, VkBuffer *buffer, VkDeviceMemory *memory)
+{
+    const VkMemoryPropertyFlags wants[] = {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0};
+    return make_buffer(ctx, size,
+                       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                           VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                       wants, 2, buffer, memory);
+}
+
 xfa_status xfa_vk_buffer_create(xfa_context *ctx, xfa_buffer *buf)
 {
     vk_buffer *b = xfa_calloc(1, sizeof *b);

@@ -139,8 +139,8 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
 {
     vk_context *vk = ctx->impl;
     VkResult r;
-    VkDescriptorSetLayoutBinding bindings[5];
-    for (uint32_t i = 0; i < 5; i++) {
+    VkDescriptorSetLayoutBinding bindings[VK_BINDINGS];
+    for (uint32_t i = 0; i < VK_BINDINGS; i++) {
         const VkDescriptorSetLayoutBinding b = {
             .binding = i,
             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -153,7 +153,7 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
     const VkDescriptorSetLayoutCreateInfo set_info = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
         .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
-        .bindingCount = 5,
+        .bindingCount = VK_BINDINGS,
         .pBindings = bindings,
     };
     if ((r = vkCreateDescriptorSetLayout(vk->device, &set_info, NULL, &vk->set_layout)))
@@ -178,6 +178,9 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
         (st = make_module(ctx, xfa_spv_flash_forward_coopmat, xfa_spv_flash_forward_coopmat_size, &vk->coopmat_module)))
         return st;
 #endif
+    if ((st = xfa_vk_device_buffer(ctx, (VkDeviceSize)VK_EXTRA_SLOTS * VK_EXTRA_SLOT_BYTES, &vk->extra,
+                                   &vk->extra_memory)))
+        return st;
     if (vk->cache == VK_NULL_HANDLE) {
         const VkPipelineCacheCreateInfo cache_info = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
         if ((r = vkCreatePipelineCache(vk->device, &cache_info, NULL, &vk->cache)))
@@ -194,17 +197,32 @@ void xfa_vk_pipelines_release(vk_context *vk)
     vk->pipelines = NULL;
     vk->n_pipelines = vk->cap_pipelines = 0;
     if (vk->owns_cache && vk->cache) vkDestroyPipelineCache(vk->device, vk->cache, NULL);
+    if (vk->extra) vkDestroyBuffer(vk->device, vk->extra, NULL);
+    if (vk->extra_memory) vkFreeMemory(vk->device, vk->extra_memory, NULL);
     if (vk->scalar_module) vkDestroyShaderModule(vk->device, vk->scalar_module, NULL);
     if (vk->coopmat_module) vkDestroyShaderModule(vk->device, vk->coopmat_module, NULL);
     if (vk->pipeline_layout) vkDestroyPipelineLayout(vk->device, vk->pipeline_layout, NULL);
     if (vk->set_layout) vkDestroyDescriptorSetLayout(vk->device, vk->set_layout, NULL);
 }
 
+xfa_status xfa_vk_route(xfa_context *ctx, xfa_forward_args *a)
+{
+    const vk_context *vk = ctx->impl;
+    if (!uses_coopmat(vk, a->dtype) || !xfa_vk_has_features(a) || strcmp(a->plan.path, "coopmat") != 0)
+        return XFA_SUCCESS;
+    char msg[XFA_MESSAGE_SIZE];
+    const xfa_plan_limits lim = limits(vk);
+    const xfa_tile_layout layout = scalar_layout(vk);
+    xfa_status st = xfa_plan_make(&lim, &layout, (uint32_t)a->head_dim, a->dtype, &a->plan, msg);
+    return st ? xfa_fail(ctx, st, "%s", msg) : XFA_SUCCESS;
+}
+
 static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
 {
     vk_pipeline_key key;
     memset(&key, 0, sizeof key);
-    key.path = uses_coopmat(vk, a->dtype) ? VK_PATH_COOPMAT : VK_PATH_SCALAR;
+    /* xfa_vk_route has sent calls with features to the scalar path (and its plan). */
+    key.path = uses_coopmat(vk, a->dtype) && strcmp(a->plan.path, "coopmat") == 0 ? VK_PATH_COOPMAT : VK_PATH_SCALAR;
     key.head_dim = (uint32_t)a->head_dim;
     key.Br = a->plan.Br;
     key.Bc = a->plan.Bc;
@@ -212,6 +230,13 @@ static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
     key.dtype = (uint32_t)a->dtype;
     key.causal = a->causal;
     key.has_lse = a->has_lse;
+    if (key.path == VK_PATH_SCALAR) {
+        key.window = a->window_left >= 0 || (a->window_right >= 0 && !a->causal);
+        key.softcap = a->softcap > 0.0f;
+        key.alibi = a->has_alibi;
+        key.bias = !a->has_bias ? 0 : a->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
+        key.varlen = a->varlen;
+    }
     return key;
 }
 
@@ -221,7 +246,7 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
     /* constant_id 0..8 of flash_forward.comp (id 3: invocations per row, PAD 4 floats) and of
      * flash_forward_coopmat.comp (id 3: subgroup size, PAD 8 halves), in order. */
     const bool coop = key->path == VK_PATH_COOPMAT;
-    const uint32_t values[9] = {key->head_dim,
+    const uint32_t values[14] = {key->head_dim,
                                 key->Br,
                                 key->Bc,
                                 coop ? vk->caps.subgroup_size : key->threads_per_row,
@@ -229,13 +254,20 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
                                 key->causal ? VK_TRUE : VK_FALSE,
                                 key->has_lse ? VK_TRUE : VK_FALSE,
                                 coop ? 8 : 4,
-                                key->Br * key->threads_per_row};
-    VkSpecializationMapEntry entries[9];
-    for (uint32_t i = 0; i < 9; i++) {
+                                key->Br * key->threads_per_row,
+                                key->window ? VK_TRUE : VK_FALSE,
+                                key->softcap ? VK_TRUE : VK_FALSE,
+                                key->alibi ? VK_TRUE : VK_FALSE,
+                                key->bias,
+                                key->varlen ? VK_TRUE : VK_FALSE};
+    /* ids 9..13 (the features) exist in the scalar shader only */
+    const uint32_t n_values = coop ? 9 : 14;
+    VkSpecializationMapEntry entries[14];
+    for (uint32_t i = 0; i < n_values; i++) {
         const VkSpecializationMapEntry e = {i, i * 4, 4};
         entries[i] = e;
     }
-    const VkSpecializationInfo spec = {9, entries, sizeof values, values};
+    const VkSpecializationInfo spec = {n_values, entries, n_values * 4, values};
     const VkComputePipelineCreateInfo info = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage =
