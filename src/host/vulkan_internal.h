@@ -64,6 +64,16 @@ typedef struct vk_pipeline_entry {
     VkPipeline pipeline;
 } vk_pipeline_entry;
 
+/* The shaders besides the forward passes, each made into pipelines by xfa_vk_pipeline_spec. */
+enum { VK_SHADER_DECODE = 0, VK_SHADER_APPEND = 1, VK_SHADER_MERGE = 2, VK_SHADER_COUNT_ };
+#define VK_SPEC_MAX 16
+
+/* A pipeline of one of those shaders: its specialization constants 0 .. n-1 (local size included). */
+typedef struct vk_spec_entry {
+    uint32_t shader, n, values[VK_SPEC_MAX];
+    VkPipeline pipeline;
+} vk_spec_entry;
+
 /* What the device offers that decides paths and plans. */
 typedef struct vk_device_caps {
     VkPhysicalDeviceProperties props;
@@ -94,6 +104,14 @@ typedef struct vk_context {
     VkPipelineCache cache;
     vk_pipeline_entry *pipelines;
     size_t n_pipelines, cap_pipelines;
+    VkShaderModule modules[VK_SHADER_COUNT_];
+    vk_spec_entry *spec_pipelines;
+    size_t n_spec, cap_spec;
+
+    /* Device scratch for decode partials and merges, grown on demand (after the fence). */
+    VkBuffer scratch;
+    VkDeviceMemory scratch_memory;
+    VkDeviceSize scratch_size;
 
     /* Simple path: one command buffer, reused after its fence signals. */
     VkCommandPool pool;
@@ -157,6 +175,12 @@ xfa_status xfa_vk_plan_check(xfa_context *ctx, xfa_plan *plan);
 /* The pipeline for a validated call, made (and cached) on first use. */
 xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, VkPipeline *out);
 uint32_t xfa_vk_threads_per_row(const vk_context *vk);
+/* The scalar path's plan (and its row multiple: whole subgroups per work-group), whatever path f16 takes. */
+xfa_status xfa_vk_scalar_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan,
+                              uint32_t *br_multiple);
+/* The pipeline of `shader` specialised with values[0 .. n-1], made (and cached) on first use. */
+xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_t *values, uint32_t n,
+                                VkPipeline *out);
 
 /* Sends a call the context's matrix path cannot run (features it lacks) to the scalar
  * path, replacing a matrix-path plan by the scalar path's own. */
@@ -176,6 +200,11 @@ void xfa_vk_strides(const xfa_tensor *t, uint32_t *out, int n);
  * describes that slot. */
 xfa_status xfa_vk_write_extra(xfa_context *ctx, VkCommandBuffer cmd, const void *data, size_t bytes,
                               VkDescriptorBufferInfo *info);
+
+/* vulkan_decode.c: xfa_attention_decode and xfa_merge_partials (simple path). */
+xfa_status xfa_vk_decode(xfa_context *ctx, const xfa_decode_args *args);
+xfa_status xfa_vk_merge(xfa_context *ctx, const xfa_merge_args *args);
+void xfa_vk_scratch_release(vk_context *vk);
 
 extern const xfa_backend_ops xfa_vulkan_backend;
 
