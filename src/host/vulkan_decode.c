@@ -71,86 +71,10 @@ static scratch_layout layout_of(uint64_t count, int64_t D)
     return l;
 }
 
-void xfa_vk_scratch_release(vk_context *vk)
-{
-    if (vk->scratch) vkDestroyBuffer(vk->device, vk->scratch, NULL);
-    if (vk->scratch_memory) vkFreeMemory(vk->device, vk->scratch_memory, NULL);
-    vk->scratch = VK_NULL_HANDLE;
-    vk->scratch_memory = VK_NULL_HANDLE;
-    vk->scratch_size = 0;
-}
-
-/* At least `bytes` of scratch. Called after xfa_vk_begin, so the old buffer is idle. */
-static xfa_status ensure_scratch(xfa_context *ctx, VkDeviceSize bytes)
-{
-    vk_context *vk = ctx->impl;
-    if (vk->scratch_size >= bytes) return XFA_SUCCESS;
-    xfa_vk_scratch_release(vk);
-    const VkDeviceSize size = bytes < ((VkDeviceSize)1 << 20) ? (VkDeviceSize)1 << 20 : bytes;
-    if (size > vk->caps.props.limits.maxStorageBufferRange)
-        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE,
-                        "decode needs %llu bytes of scratch, more than the device's maxStorageBufferRange %u",
-                        (unsigned long long)size, vk->caps.props.limits.maxStorageBufferRange);
-    xfa_status st = xfa_vk_device_buffer(ctx, size, &vk->scratch, &vk->scratch_memory);
-    if (st) return st;
-    vk->scratch_size = size;
-    return XFA_SUCCESS;
-}
-
 static VkDescriptorBufferInfo scratch_range(const vk_context *vk, VkDeviceSize offset, VkDeviceSize bytes)
 {
     const VkDescriptorBufferInfo info = {vk->scratch, offset, bytes};
     return info;
-}
-
-/* A view's base and four strides into out[0..4]. */
-static xfa_status view_args(xfa_context *ctx, const char *name, const xfa_tensor *t, VkDescriptorBufferInfo *info,
-                            uint32_t out[5])
-{
-    xfa_status st = xfa_vk_describe(ctx, name, t, info, &out[0]);
-    if (!st) xfa_vk_strides(t, out + 1, 4);
-    return st;
-}
-
-/* Bindings not used by a dispatch still need a buffer: the extra-arguments one. */
-static void unused_bindings(const vk_context *vk, VkDescriptorBufferInfo infos[VK_BINDINGS])
-{
-    for (uint32_t i = 0; i < VK_BINDINGS; i++) {
-        infos[i].buffer = vk->extra;
-        infos[i].offset = 0;
-        infos[i].range = VK_EXTRA_SLOT_BYTES;
-    }
-}
-
-static void bind_and_dispatch(vk_context *vk, VkPipeline pipeline, const VkDescriptorBufferInfo infos[VK_BINDINGS],
-                              uint32_t gx, uint32_t gy, uint32_t gz)
-{
-    VkWriteDescriptorSet writes[VK_BINDINGS];
-    for (uint32_t i = 0; i < VK_BINDINGS; i++) {
-        const VkWriteDescriptorSet w = {
-            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-            .dstBinding = i,
-            .descriptorCount = 1,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .pBufferInfo = &infos[i],
-        };
-        writes[i] = w;
-    }
-    vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-    vk->push_descriptors(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipeline_layout, 0, VK_BINDINGS, writes);
-    vkCmdDispatch(vk->cmd, gx, gy, gz);
-}
-
-/* What one dispatch wrote is what the next one reads. */
-static void compute_barrier(const vk_context *vk)
-{
-    const VkMemoryBarrier barrier = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-    };
-    vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                         &barrier, 0, NULL, 0, NULL);
 }
 
 /* A 2-D grid of 64-invocation groups covering `elements` (x capped by the device). */
@@ -197,11 +121,11 @@ static xfa_status record_append(xfa_context *ctx, const xfa_decode_args *a)
     vk_append_args x;
     memset(&x, 0, sizeof x);
     VkDescriptorBufferInfo infos[VK_BINDINGS];
-    unused_bindings(vk, infos);
+    xfa_vk_unused_bindings(vk, infos);
     xfa_status st;
-    if ((st = view_args(ctx, "k_new", &a->k_new, &infos[0], x.kn)) || (st = view_args(ctx, "v_new", &a->v_new, &infos[1], x.vn)) ||
-        (st = view_args(ctx, "cache.k", &a->k_cache, &infos[2], x.k)) ||
-        (st = view_args(ctx, "cache.v", &a->v_cache, &infos[3], x.v)) ||
+    if ((st = xfa_vk_view_args(ctx, "k_new", &a->k_new, &infos[0], x.kn)) || (st = xfa_vk_view_args(ctx, "v_new", &a->v_new, &infos[1], x.vn)) ||
+        (st = xfa_vk_view_args(ctx, "cache.k", &a->k_cache, &infos[2], x.k)) ||
+        (st = xfa_vk_view_args(ctx, "cache.v", &a->v_cache, &infos[3], x.v)) ||
         (st = table_args(ctx, a, infos, &x.len_base, &x.len_sb, &x.bt_base, &x.bt_sb, &x.bt_sd)))
         return st;
     x.batch = (uint32_t)a->batch;
@@ -217,8 +141,8 @@ static xfa_status record_append(xfa_context *ctx, const xfa_decode_args *a)
     if ((st = xfa_vk_pipeline_spec(ctx, VK_SHADER_APPEND, spec, 2, &pipeline)) ||
         (st = xfa_vk_write_extra(ctx, vk->cmd, &x, sizeof x, &infos[5])))
         return st;
-    bind_and_dispatch(vk, pipeline, infos, gx, gy, 1);
-    compute_barrier(vk);
+    xfa_vk_bind_and_dispatch(vk, vk->cmd, pipeline, infos, gx, gy, 1);
+    xfa_vk_compute_barrier(vk->cmd);
     return XFA_SUCCESS;
 }
 
@@ -246,16 +170,16 @@ static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, i
     vk_decode_args x;
     memset(&x, 0, sizeof x);
     VkDescriptorBufferInfo infos[VK_BINDINGS];
-    unused_bindings(vk, infos);
-    if ((st = view_args(ctx, "q", &a->q, &infos[0], x.q)) || (st = view_args(ctx, "cache.k", &a->k_cache, &infos[1], x.k)) ||
-        (st = view_args(ctx, "cache.v", &a->v_cache, &infos[2], x.v)) ||
+    xfa_vk_unused_bindings(vk, infos);
+    if ((st = xfa_vk_view_args(ctx, "q", &a->q, &infos[0], x.q)) || (st = xfa_vk_view_args(ctx, "cache.k", &a->k_cache, &infos[1], x.k)) ||
+        (st = xfa_vk_view_args(ctx, "cache.v", &a->v_cache, &infos[2], x.v)) ||
         (st = table_args(ctx, a, infos, &x.len_base, &x.len_sb, &x.bt_base, &x.bt_sb, &x.bt_sd)))
         return st;
     if (direct) {
-        if ((st = view_args(ctx, "o", &a->o, &infos[3], x.o))) return st;
+        if ((st = xfa_vk_view_args(ctx, "o", &a->o, &infos[3], x.o))) return st;
         if (a->has_lse) {
             uint32_t s[5];
-            if ((st = view_args(ctx, "lse", &a->lse, &infos[4], s))) return st;
+            if ((st = xfa_vk_view_args(ctx, "lse", &a->lse, &infos[4], s))) return st;
             memcpy(x.lse, s, sizeof x.lse); /* base, then the strides of b, s, h */
         }
     } else {
@@ -264,7 +188,7 @@ static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, i
     }
     if (a->has_alibi) {
         uint32_t s[5];
-        if ((st = view_args(ctx, "alibi_slopes", &a->alibi, &infos[6], s))) return st;
+        if ((st = xfa_vk_view_args(ctx, "alibi_slopes", &a->alibi, &infos[6], s))) return st;
         x.alibi_base = s[0];
         x.alibi_sb = s[1];
         x.alibi_sh = s[3];
@@ -288,7 +212,7 @@ static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, i
     if ((st = xfa_vk_pipeline_spec(ctx, VK_SHADER_DECODE, spec, 14, &pipeline)) ||
         (st = xfa_vk_write_extra(ctx, vk->cmd, &x, sizeof x, &infos[5])))
         return st;
-    bind_and_dispatch(vk, pipeline, infos, (uint32_t)gx, (uint32_t)a->heads_kv, (uint32_t)a->batch);
+    xfa_vk_bind_and_dispatch(vk, vk->cmd, pipeline, infos, (uint32_t)gx, (uint32_t)a->heads_kv, (uint32_t)a->batch);
     return XFA_SUCCESS;
 }
 
@@ -307,7 +231,7 @@ static xfa_status record_merge(xfa_context *ctx, const merge_io *io, int64_t B, 
     vk_merge_args x;
     memset(&x, 0, sizeof x);
     VkDescriptorBufferInfo infos[VK_BINDINGS];
-    unused_bindings(vk, infos);
+    xfa_vk_unused_bindings(vk, infos);
     infos[0] = io->parts;
     infos[1] = io->part_lse;
     if (io->has_prev) {
@@ -336,7 +260,7 @@ static xfa_status record_merge(xfa_context *ctx, const merge_io *io, int64_t B, 
     if ((st = xfa_vk_pipeline_spec(ctx, VK_SHADER_MERGE, spec, 4, &pipeline)) ||
         (st = xfa_vk_write_extra(ctx, vk->cmd, &x, sizeof x, &infos[5])))
         return st;
-    bind_and_dispatch(vk, pipeline, infos, gx, gy, 1);
+    xfa_vk_bind_and_dispatch(vk, vk->cmd, pipeline, infos, gx, gy, 1);
     return XFA_SUCCESS;
 }
 
@@ -366,10 +290,10 @@ static xfa_status record_decode(xfa_context *ctx, const xfa_decode_args *a)
                                                                 a->batch, a->heads_kv, a->capacity, MIN_KEYS_PER_SPLIT);
     const int64_t rows = a->batch * a->heads_q * a->seqlen_q, D = a->head_dim;
     const scratch_layout parts = layout_of((uint64_t)splits * (uint64_t)rows, D);
-    if (splits > 1 && (st = ensure_scratch(ctx, parts.total))) return st;
+    if (splits > 1 && (st = xfa_vk_ensure_scratch(ctx, parts.total))) return st;
     if ((st = record_attention(ctx, a, splits, &parts))) return st;
     if (splits == 1) return XFA_SUCCESS;
-    compute_barrier(vk);
+    xfa_vk_compute_barrier(vk->cmd);
 
     /* Partials are [split][b][h][i] rows: merge them into o (b, i, h). */
     merge_io io;
@@ -386,11 +310,11 @@ static xfa_status record_decode(xfa_context *ctx, const xfa_decode_args *a)
     const uint32_t pl[4] = {0, (uint32_t)(Hq * Sq), 1, (uint32_t)Sq};
     memcpy(io.p, p, sizeof p);
     memcpy(io.pl, pl, sizeof pl);
-    if ((st = view_args(ctx, "o", &a->o, &io.o, io.o_view))) return st;
+    if ((st = xfa_vk_view_args(ctx, "o", &a->o, &io.o, io.o_view))) return st;
     io.has_lse = a->has_lse;
     if (a->has_lse) {
         uint32_t s[5];
-        if ((st = view_args(ctx, "lse", &a->lse, &io.lse, s))) return st;
+        if ((st = xfa_vk_view_args(ctx, "lse", &a->lse, &io.lse, s))) return st;
         memcpy(io.lse_view, s, sizeof io.lse_view);
     }
     return record_merge(ctx, &io, a->batch, Sq, Hq, D);
@@ -403,13 +327,13 @@ static xfa_status record_merge_partials(xfa_context *ctx, const xfa_merge_args *
     const scratch_layout l = layout_of((uint64_t)rows, D);
     xfa_status st;
     /* Two scratch results, used in turn: one is read while the other is written. */
-    if (a->n > 1 && (st = ensure_scratch(ctx, 2 * l.total))) return st;
+    if (a->n > 1 && (st = xfa_vk_ensure_scratch(ctx, 2 * l.total))) return st;
     for (int i = 0; i < a->n; i++) {
         merge_io io;
         memset(&io, 0, sizeof io);
         uint32_t s[5];
-        if ((st = view_args(ctx, "o_parts[i]", &a->o_parts[i], &io.parts, io.p)) ||
-            (st = view_args(ctx, "lse_parts[i]", &a->lse_parts[i], &io.part_lse, s)))
+        if ((st = xfa_vk_view_args(ctx, "o_parts[i]", &a->o_parts[i], &io.parts, io.p)) ||
+            (st = xfa_vk_view_args(ctx, "lse_parts[i]", &a->lse_parts[i], &io.part_lse, s)))
             return st;
         memcpy(io.pl, s, sizeof io.pl);
         io.n = 1;
@@ -422,10 +346,10 @@ static xfa_status record_merge_partials(xfa_context *ctx, const xfa_merge_args *
         }
         if (i == a->n - 1) {
             io.out_dtype = (uint32_t)a->o.dtype;
-            if ((st = view_args(ctx, "o", &a->o, &io.o, io.o_view))) return st;
+            if ((st = xfa_vk_view_args(ctx, "o", &a->o, &io.o, io.o_view))) return st;
             io.has_lse = a->has_lse;
             if (a->has_lse) {
-                if ((st = view_args(ctx, "lse", &a->lse, &io.lse, s))) return st;
+                if ((st = xfa_vk_view_args(ctx, "lse", &a->lse, &io.lse, s))) return st;
                 memcpy(io.lse_view, s, sizeof io.lse_view);
             }
         } else {
@@ -436,7 +360,7 @@ static xfa_status record_merge_partials(xfa_context *ctx, const xfa_merge_args *
             compact_view(S, H, D, io.o_view, io.lse_view);
         }
         if ((st = record_merge(ctx, &io, B, S, H, D))) return st;
-        if (i < a->n - 1) compute_barrier(vk);
+        if (i < a->n - 1) xfa_vk_compute_barrier(vk->cmd);
     }
     return XFA_SUCCESS;
 }

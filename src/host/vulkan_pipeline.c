@@ -174,7 +174,8 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
     if (st) return st;
     if ((st = make_module(ctx, xfa_spv_flash_decode, xfa_spv_flash_decode_size, &vk->modules[VK_SHADER_DECODE])) ||
         (st = make_module(ctx, xfa_spv_kv_append, xfa_spv_kv_append_size, &vk->modules[VK_SHADER_APPEND])) ||
-        (st = make_module(ctx, xfa_spv_merge, xfa_spv_merge_size, &vk->modules[VK_SHADER_MERGE])))
+        (st = make_module(ctx, xfa_spv_merge, xfa_spv_merge_size, &vk->modules[VK_SHADER_MERGE])) ||
+        (st = make_module(ctx, xfa_spv_flash_backward, xfa_spv_flash_backward_size, &vk->modules[VK_SHADER_BACKWARD])))
         return st;
 #ifdef XFA_VULKAN_COOPMAT
     if (vk->use_coopmat &&
@@ -229,7 +230,7 @@ xfa_status xfa_vk_scalar_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dty
 xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_t *values, uint32_t n,
                                 VkPipeline *out)
 {
-    static const char *const names[VK_SHADER_COUNT_] = {"flash_decode", "kv_append", "merge"};
+    static const char *const names[VK_SHADER_COUNT_] = {"flash_decode", "kv_append", "merge", "flash_backward"};
     vk_context *vk = ctx->impl;
     vk_spec_entry key;
     memset(&key, 0, sizeof key);
