@@ -30,6 +30,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 
 layout(constant_id = 0) const uint D = 64;        /* head dim, multiple of 4 * T */
 layout(constant_id = 1) const uint Br = 16;       /* query rows per work-group */
@@ -93,25 +94,12 @@ shared vec4 Ks[Bc * ROW4];
 shared vec4 Vs[Bc * ROW4];
 shared float Ps[Br * Bc];
 
-#define NEG_INF (-1.0 / 0.0)
-const float LN2 = 0.6931471805599453;
-const float LOG2E = 1.4426950408889634;
+#include "xfa_common.glsl"
+
 const bool EXTRAS = SOFTCAP || ALIBI || BIAS != 0; /* scores leave the log2 domain for these */
 
-float half_bits_to_f32(uint u)
-{
-    return DTYPE == 2 ? uintBitsToFloat(u << 16) : unpackHalf2x16(u).x;
-}
-
-uint f32_to_half_bits(float x)
-{
-    if (DTYPE == 2) { /* bf16: round to nearest even, keep NaN a NaN */
-        const uint u = floatBitsToUint(x);
-        if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
-        return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    }
-    return packHalf2x16(vec2(x, 0.0)) & 0xffffu;
-}
+float half_bits_to_f32(uint u) { return bits16_to_f32(u, DTYPE); }
+uint f32_to_half_bits(float x) { return f32_to_bits16(x, DTYPE); }
 
 float load_q(uint i) { return DTYPE == 0 ? q32[i] : half_bits_to_f32(uint(q16[i])); }
 float load_k(uint i) { return DTYPE == 0 ? k32[i] : half_bits_to_f32(uint(k16[i])); }
@@ -121,13 +109,6 @@ void store_o(uint i, float x)
 {
     if (DTYPE == 0) o32[i] = x;
     else o16[i] = uint16_t(f32_to_half_bits(x));
-}
-
-/* tanh from exp of a non-positive argument: never inf/inf, whatever |x| */
-float tanh_safe(float x)
-{
-    const float e = exp(-2.0 * abs(x));
-    return sign(x) * (1.0 - e) / (1.0 + e);
 }
 
 /* Reductions over the T invocations of a row group (aligned, consecutive lanes). */

@@ -161,4 +161,7 @@ const xfa_backend_ops xfa_vulkan_backend = {
     .buffer_download = xfa_vk_download,
     .forward = vk_forward,
     .synchronize = vk_synchronize,
+    .backward = xfa_vk_backward,
+    .decode = xfa_vk_decode,
+    .merge = xfa_vk_merge,
 };

@@ -86,7 +86,7 @@ void xfa_vk_strides(const xfa_tensor *t, uint32_t *out, int n) { strides(t, out,
 
 /* The extra arguments and descriptors 5..9 of a call with features beyond causal. */
 static xfa_status describe_features(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *a,
-                                    VkDescriptorBufferInfo infos[10])
+                                    VkDescriptorBufferInfo infos[VK_BINDINGS])
 {
     vk_extra_args extra;
     memset(&extra, 0, sizeof extra);
@@ -146,7 +146,7 @@ xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xf
 
     vk_push_args push;
     memset(&push, 0, sizeof push);
-    VkDescriptorBufferInfo infos[10];
+    VkDescriptorBufferInfo infos[VK_BINDINGS];
     if ((st = xfa_vk_describe(ctx, "q", &a->q, &infos[0], &push.q_base)) || (st = xfa_vk_describe(ctx, "k", &a->k, &infos[1], &push.k_base)) ||
         (st = xfa_vk_describe(ctx, "v", &a->v, &infos[2], &push.v_base)) || (st = xfa_vk_describe(ctx, "o", &a->o, &infos[3], &push.o_base)))
         return st;
@@ -161,7 +161,7 @@ xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xf
     strides(&a->o, push.o_stride, 4);
     if (a->has_lse) strides(&a->lse, push.lse_stride, 3);
     /* Bindings a call does not use still need a buffer: the extra-arguments one. */
-    for (int i = 5; i < 10; i++) {
+    for (uint32_t i = 5; i < VK_BINDINGS; i++) {
         infos[i].buffer = vk->extra;
         infos[i].offset = 0;
         infos[i].range = VK_EXTRA_SLOT_BYTES;
@@ -175,8 +175,8 @@ xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xf
 
     VkPipeline pipeline;
     if ((st = xfa_vk_pipeline_get(ctx, a, &pipeline))) return st;
-    VkWriteDescriptorSet writes[10];
-    for (uint32_t i = 0; i < 10; i++) {
+    VkWriteDescriptorSet writes[VK_BINDINGS];
+    for (uint32_t i = 0; i < VK_BINDINGS; i++) {
         const VkWriteDescriptorSet w = {
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstBinding = i,
@@ -187,8 +187,58 @@ xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xf
         writes[i] = w;
     }
     vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-    vk->push_descriptors(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipeline_layout, 0, 10, writes);
+    vk->push_descriptors(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipeline_layout, 0, VK_BINDINGS, writes);
     vkCmdPushConstants(cmd, vk->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
     vkCmdDispatch(cmd, (uint32_t)groups_x, (uint32_t)a->heads_q, (uint32_t)batch);
     return XFA_SUCCESS;
+}
+
+/* A view's base and four strides into out[0..4]. */
+xfa_status xfa_vk_view_args(xfa_context *ctx, const char *name, const xfa_tensor *t, VkDescriptorBufferInfo *info,
+                            uint32_t out[5])
+{
+    xfa_status st = xfa_vk_describe(ctx, name, t, info, &out[0]);
+    if (!st) xfa_vk_strides(t, out + 1, 4);
+    return st;
+}
+
+/* Bindings not used by a dispatch still need a buffer: the extra-arguments one. */
+void xfa_vk_unused_bindings(const vk_context *vk, VkDescriptorBufferInfo infos[VK_BINDINGS])
+{
+    for (uint32_t i = 0; i < VK_BINDINGS; i++) {
+        infos[i].buffer = vk->extra;
+        infos[i].offset = 0;
+        infos[i].range = VK_EXTRA_SLOT_BYTES;
+    }
+}
+
+void xfa_vk_bind_and_dispatch(vk_context *vk, VkCommandBuffer cmd, VkPipeline pipeline, const VkDescriptorBufferInfo infos[VK_BINDINGS],
+                              uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    VkWriteDescriptorSet writes[VK_BINDINGS];
+    for (uint32_t i = 0; i < VK_BINDINGS; i++) {
+        const VkWriteDescriptorSet w = {
+            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+            .dstBinding = i,
+            .descriptorCount = 1,
+            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .pBufferInfo = &infos[i],
+        };
+        writes[i] = w;
+    }
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    vk->push_descriptors(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipeline_layout, 0, VK_BINDINGS, writes);
+    vkCmdDispatch(cmd, gx, gy, gz);
+}
+
+/* What one dispatch wrote is what the next one reads. */
+void xfa_vk_compute_barrier(VkCommandBuffer cmd)
+{
+    const VkMemoryBarrier barrier = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+    };
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                         &barrier, 0, NULL, 0, NULL);
 }

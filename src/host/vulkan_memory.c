@@ -178,3 +178,29 @@ xfa_status xfa_vk_download(xfa_context *ctx, xfa_buffer *buf, size_t offset, voi
     }
     return st ? st : xfa_vk_check_validation(ctx);
 }
+
+void xfa_vk_scratch_release(vk_context *vk)
+{
+    if (vk->scratch) vkDestroyBuffer(vk->device, vk->scratch, NULL);
+    if (vk->scratch_memory) vkFreeMemory(vk->device, vk->scratch_memory, NULL);
+    vk->scratch = VK_NULL_HANDLE;
+    vk->scratch_memory = VK_NULL_HANDLE;
+    vk->scratch_size = 0;
+}
+
+/* At least `bytes` of scratch. Called after xfa_vk_begin, so the old buffer is idle. */
+xfa_status xfa_vk_ensure_scratch(xfa_context *ctx, VkDeviceSize bytes)
+{
+    vk_context *vk = ctx->impl;
+    if (vk->scratch_size >= bytes) return XFA_SUCCESS;
+    xfa_vk_scratch_release(vk);
+    const VkDeviceSize size = bytes < ((VkDeviceSize)1 << 20) ? (VkDeviceSize)1 << 20 : bytes;
+    if (size > vk->caps.props.limits.maxStorageBufferRange)
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE,
+                        "decode needs %llu bytes of scratch, more than the device's maxStorageBufferRange %u",
+                        (unsigned long long)size, vk->caps.props.limits.maxStorageBufferRange);
+    xfa_status st = xfa_vk_device_buffer(ctx, size, &vk->scratch, &vk->scratch_memory);
+    if (st) return st;
+    vk->scratch_size = size;
+    return XFA_SUCCESS;
+}

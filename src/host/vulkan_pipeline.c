@@ -173,6 +173,11 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
         return xfa_vk_fail(ctx, r, "vkCreatePipelineLayout");
     xfa_status st = make_module(ctx, xfa_spv_flash_forward, xfa_spv_flash_forward_size, &vk->scalar_module);
     if (st) return st;
+    if ((st = make_module(ctx, xfa_spv_flash_decode, xfa_spv_flash_decode_size, &vk->modules[VK_SHADER_DECODE])) ||
+        (st = make_module(ctx, xfa_spv_kv_append, xfa_spv_kv_append_size, &vk->modules[VK_SHADER_APPEND])) ||
+        (st = make_module(ctx, xfa_spv_merge, xfa_spv_merge_size, &vk->modules[VK_SHADER_MERGE])) ||
+        (st = make_module(ctx, xfa_spv_flash_backward, xfa_spv_flash_backward_size, &vk->modules[VK_SHADER_BACKWARD])))
+        return st;
 #ifdef XFA_VULKAN_COOPMAT
     if (vk->use_coopmat &&
         (st = make_module(ctx, xfa_spv_flash_forward_coopmat, xfa_spv_flash_forward_coopmat_size, &vk->coopmat_module)))
@@ -196,6 +201,12 @@ void xfa_vk_pipelines_release(vk_context *vk)
     xfa_free(vk->pipelines);
     vk->pipelines = NULL;
     vk->n_pipelines = vk->cap_pipelines = 0;
+    for (size_t i = 0; i < vk->n_spec; i++) vkDestroyPipeline(vk->device, vk->spec_pipelines[i].pipeline, NULL);
+    free(vk->spec_pipelines);
+    vk->spec_pipelines = NULL;
+    vk->n_spec = vk->cap_spec = 0;
+    for (int i = 0; i < VK_SHADER_COUNT_; i++)
+        if (vk->modules[i]) vkDestroyShaderModule(vk->device, vk->modules[i], NULL);
     if (vk->owns_cache && vk->cache) vkDestroyPipelineCache(vk->device, vk->cache, NULL);
     if (vk->extra) vkDestroyBuffer(vk->device, vk->extra, NULL);
     if (vk->extra_memory) vkFreeMemory(vk->device, vk->extra_memory, NULL);
@@ -203,6 +214,67 @@ void xfa_vk_pipelines_release(vk_context *vk)
     if (vk->coopmat_module) vkDestroyShaderModule(vk->device, vk->coopmat_module, NULL);
     if (vk->pipeline_layout) vkDestroyPipelineLayout(vk->device, vk->pipeline_layout, NULL);
     if (vk->set_layout) vkDestroyDescriptorSetLayout(vk->device, vk->set_layout, NULL);
+}
+
+xfa_status xfa_vk_scalar_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan,
+                              uint32_t *br_multiple)
+{
+    const vk_context *vk = ctx->impl;
+    char msg[XFA_MESSAGE_SIZE];
+    const xfa_plan_limits lim = limits(vk);
+    const xfa_tile_layout layout = scalar_layout(vk);
+    *br_multiple = layout.br_multiple;
+    xfa_status st = xfa_plan_make(&lim, &layout, head_dim, dtype, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s", msg) : XFA_SUCCESS;
+}
+
+xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_t *values, uint32_t n,
+                                VkPipeline *out)
+{
+    static const char *const names[VK_SHADER_COUNT_] = {"flash_decode", "kv_append", "merge", "flash_backward"};
+    vk_context *vk = ctx->impl;
+    vk_spec_entry key;
+    memset(&key, 0, sizeof key);
+    key.shader = shader;
+    key.n = n;
+    memcpy(key.values, values, n * sizeof *values);
+    for (size_t i = 0; i < vk->n_spec; i++)
+        if (vk->spec_pipelines[i].shader == shader && vk->spec_pipelines[i].n == n &&
+            memcmp(vk->spec_pipelines[i].values, key.values, sizeof key.values) == 0) {
+            *out = vk->spec_pipelines[i].pipeline;
+            return XFA_SUCCESS;
+        }
+    if (vk->n_spec == vk->cap_spec) {
+        const size_t cap = vk->cap_spec ? 2 * vk->cap_spec : 16;
+        vk_spec_entry *grown = realloc(vk->spec_pipelines, cap * sizeof *grown);
+        if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the pipeline table");
+        vk->spec_pipelines = grown;
+        vk->cap_spec = cap;
+    }
+    VkSpecializationMapEntry entries[VK_SPEC_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        const VkSpecializationMapEntry e = {i, i * 4, 4};
+        entries[i] = e;
+    }
+    const VkSpecializationInfo spec = {n, entries, n * 4, key.values};
+    const VkComputePipelineCreateInfo info = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage =
+            {
+                .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = vk->modules[shader],
+                .pName = "main",
+                .pSpecializationInfo = &spec,
+            },
+        .layout = vk->pipeline_layout,
+    };
+    VkResult r = vkCreateComputePipelines(vk->device, vk->cache, 1, &info, NULL, &key.pipeline);
+    if (r) return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "vkCreateComputePipelines (%s) failed: %s", names[shader],
+                           xfa_vk_result_name(r));
+    vk->spec_pipelines[vk->n_spec++] = key;
+    *out = key.pipeline;
+    return XFA_SUCCESS;
 }
 
 xfa_status xfa_vk_route(xfa_context *ctx, xfa_forward_args *a)
