@@ -19,12 +19,6 @@ typedef struct bench_point {
     xfa_status status;
 } bench_point;
 
-static int compare_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Fills a device buffer with normal-ish random values in the dtype. */
 static xfa_status fill_random(xfa_buffer *buf, xfa_dtype dtype, size_t count, uint64_t seed)
 {
@@ -100,7 +94,7 @@ static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqle
         if ((p.status = xfa_context_synchronize(ctx))) goto done;
         times[i] = (cli_now() - t0) / reps;
     }
-    qsort(times, (size_t)o->iters, sizeof *times, compare_double);
+    qsort(times, (size_t)o->iters, sizeof *times, cli_compare_double);
     p.min_s = times[0];
     p.median_s = times[o->iters / 2];
     p.tflops = xfa_attention_flops(p.batch, heads, seqlen, seqlen, o->dim, o->causal) / p.median_s * 1e-12;
