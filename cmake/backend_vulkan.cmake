@@ -126,8 +126,3 @@ set(XFA_VULKAN_TEST_ENV
   "VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
   "XFA_VULKAN_VALIDATION=1")
 set(XFA_VULKAN_SUMMARY "on (Vulkan ${Vulkan_VERSION}, ${XFA_GLSLANG_VALIDATOR}; ${xfa_coopmat_note})")
-
-# The benchmark (bench/vulkan_bench.c); not installed.
-add_executable(xfa_vulkan_bench ${PROJECT_SOURCE_DIR}/bench/vulkan_bench.c)
-target_link_libraries(xfa_vulkan_bench PRIVATE xfa)
-target_compile_options(xfa_vulkan_bench PRIVATE -Wall -Wextra)

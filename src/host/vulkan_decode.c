@@ -56,14 +56,18 @@ _Static_assert(sizeof(vk_merge_args) <= VK_EXTRA_SLOT_BYTES, "merge arguments fi
 
 static VkDeviceSize align_up(VkDeviceSize x) { return (x + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN; }
 
-/* Scratch results: `count` f32 rows of D (at 0) and their LSEs (at lse_offset). */
+/* Scratch results: `count` f32 rows of D (at base) and their LSEs (at base + lse_offset), in the
+ * context's own scratch buffer or in the caller's (xfa_decode_params.scratch). */
 typedef struct scratch_layout {
-    VkDeviceSize o_bytes, lse_offset, lse_bytes, total;
+    VkBuffer buffer;
+    VkDeviceSize base, o_bytes, lse_offset, lse_bytes, total;
 } scratch_layout;
 
 static scratch_layout layout_of(uint64_t count, int64_t D)
 {
     scratch_layout l;
+    l.buffer = VK_NULL_HANDLE;
+    l.base = 0;
     l.o_bytes = (VkDeviceSize)count * (VkDeviceSize)D * 4;
     l.lse_offset = align_up(l.o_bytes);
     l.lse_bytes = (VkDeviceSize)count * 4;
@@ -71,9 +75,9 @@ static scratch_layout layout_of(uint64_t count, int64_t D)
     return l;
 }
 
-static VkDescriptorBufferInfo scratch_range(const vk_context *vk, VkDeviceSize offset, VkDeviceSize bytes)
+static VkDescriptorBufferInfo scratch_range(const scratch_layout *l, VkDeviceSize offset, VkDeviceSize bytes)
 {
-    const VkDescriptorBufferInfo info = {vk->scratch, offset, bytes};
+    const VkDescriptorBufferInfo info = {l->buffer, l->base + offset, bytes};
     return info;
 }
 
@@ -183,8 +187,8 @@ static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, i
             memcpy(x.lse, s, sizeof x.lse); /* base, then the strides of b, s, h */
         }
     } else {
-        infos[3] = scratch_range(vk, 0, parts->o_bytes);
-        infos[4] = scratch_range(vk, parts->lse_offset, parts->lse_bytes);
+        infos[3] = scratch_range(parts, 0, parts->o_bytes);
+        infos[4] = scratch_range(parts, parts->lse_offset, parts->lse_bytes);
     }
     if (a->has_alibi) {
         uint32_t s[5];
@@ -284,13 +288,27 @@ static xfa_status record_decode(xfa_context *ctx, const xfa_decode_args *a)
     xfa_status st;
     if (a->append && (st = record_append(ctx, a))) return st;
     /* The lengths are on the device: split for the capacity, the longest a sequence may be. */
-    const int splits = a->num_splits ? a->num_splits
-                                     : xfa_decode_choose_splits(ctx->info.compute_units ? ctx->info.compute_units
-                                                                                         : ASSUMED_COMPUTE_UNITS,
-                                                                a->batch, a->heads_kv, a->capacity, MIN_KEYS_PER_SPLIT);
+    int splits = a->num_splits ? a->num_splits
+                               : xfa_decode_choose_splits(ctx->info.compute_units ? ctx->info.compute_units
+                                                                                   : ASSUMED_COMPUTE_UNITS,
+                                                          a->batch, a->heads_kv, a->capacity, MIN_KEYS_PER_SPLIT);
+    if (splits > a->max_splits) splits = a->max_splits; /* what a caller's scratch was sized for */
     const int64_t rows = a->batch * a->heads_q * a->seqlen_q, D = a->head_dim;
-    const scratch_layout parts = layout_of((uint64_t)splits * (uint64_t)rows, D);
-    if (splits > 1 && (st = xfa_vk_ensure_scratch(ctx, parts.total))) return st;
+    scratch_layout parts = layout_of((uint64_t)splits * (uint64_t)rows, D);
+    if (splits > 1 && a->scratch) {
+        const VkDeviceSize start = (VkDeviceSize)a->scratch->native_offset + a->scratch_offset;
+        const VkDeviceSize align = vk->caps.props.limits.minStorageBufferOffsetAlignment;
+        if (align > 1 && start % align)
+            return xfa_fail(ctx, XFA_ERROR_MISALIGNED,
+                            "params.scratch starts %llu bytes into its VkBuffer; the device needs a multiple of %llu",
+                            (unsigned long long)start, (unsigned long long)align);
+        parts.buffer = ((const vk_buffer *)a->scratch->impl)->buffer;
+        parts.base = start;
+        parts.lse_offset = a->scratch_lse_offset; /* the shared layout, sized for max_splits */
+    } else if (splits > 1) {
+        if ((st = xfa_vk_ensure_scratch(ctx, parts.total))) return st;
+        parts.buffer = vk->scratch;
+    }
     if ((st = record_attention(ctx, a, splits, &parts))) return st;
     if (splits == 1) return XFA_SUCCESS;
     xfa_vk_compute_barrier(vk->cmd);
@@ -298,8 +316,8 @@ static xfa_status record_decode(xfa_context *ctx, const xfa_decode_args *a)
     /* Partials are [split][b][h][i] rows: merge them into o (b, i, h). */
     merge_io io;
     memset(&io, 0, sizeof io);
-    io.parts = scratch_range(vk, 0, parts.o_bytes);
-    io.part_lse = scratch_range(vk, parts.lse_offset, parts.lse_bytes);
+    io.parts = scratch_range(&parts, 0, parts.o_bytes);
+    io.part_lse = scratch_range(&parts, parts.lse_offset, parts.lse_bytes);
     io.n = (uint32_t)splits;
     io.part_stride = (uint32_t)(rows * D);
     io.part_lse_stride = (uint32_t)rows;
@@ -324,10 +342,11 @@ static xfa_status record_merge_partials(xfa_context *ctx, const xfa_merge_args *
 {
     vk_context *vk = ctx->impl;
     const int64_t B = a->batch, S = a->seqlen, H = a->heads, D = a->head_dim, rows = B * S * H;
-    const scratch_layout l = layout_of((uint64_t)rows, D);
+    scratch_layout l = layout_of((uint64_t)rows, D);
     xfa_status st;
     /* Two scratch results, used in turn: one is read while the other is written. */
     if (a->n > 1 && (st = xfa_vk_ensure_scratch(ctx, 2 * l.total))) return st;
+    l.buffer = vk->scratch;
     for (int i = 0; i < a->n; i++) {
         merge_io io;
         memset(&io, 0, sizeof io);
@@ -341,8 +360,8 @@ static xfa_status record_merge_partials(xfa_context *ctx, const xfa_merge_args *
         const VkDeviceSize prev = (VkDeviceSize)((i + 1) % 2) * l.total, next = (VkDeviceSize)(i % 2) * l.total;
         io.has_prev = i > 0;
         if (io.has_prev) {
-            io.prev_o = scratch_range(vk, prev, l.o_bytes);
-            io.prev_lse = scratch_range(vk, prev + l.lse_offset, l.lse_bytes);
+            io.prev_o = scratch_range(&l, prev, l.o_bytes);
+            io.prev_lse = scratch_range(&l, prev + l.lse_offset, l.lse_bytes);
         }
         if (i == a->n - 1) {
             io.out_dtype = (uint32_t)a->o.dtype;
@@ -354,8 +373,8 @@ static xfa_status record_merge_partials(xfa_context *ctx, const xfa_merge_args *
             }
         } else {
             io.out_dtype = XFA_DTYPE_F32;
-            io.o = scratch_range(vk, next, l.o_bytes);
-            io.lse = scratch_range(vk, next + l.lse_offset, l.lse_bytes);
+            io.o = scratch_range(&l, next, l.o_bytes);
+            io.lse = scratch_range(&l, next + l.lse_offset, l.lse_bytes);
             io.has_lse = true;
             compact_view(S, H, D, io.o_view, io.lse_view);
         }

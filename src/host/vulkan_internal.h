@@ -142,6 +142,7 @@ xfa_status xfa_vk_instance(VkInstance *instance, char *msg);
 xfa_status xfa_vk_physical_devices(VkPhysicalDevice *devices, int *count, char *msg);
 /* Why `device` cannot run xfa, or NULL when it can; fills caps. */
 const char *xfa_vk_query_caps(VkInstance instance, VkPhysicalDevice device, vk_device_caps *caps);
+extern const char xfa_vk_out_of_host_memory[];
 void xfa_vk_fill_info(const vk_device_caps *caps, bool coopmat, xfa_device_info *info);
 /* Fails (with the first message) once the validation layer has said anything. */
 xfa_status xfa_vk_check_validation(xfa_context *ctx);

@@ -2,6 +2,7 @@
  * vulkan_memory.c - device buffers and the host-visible staging buffer that
  * uploads and downloads go through (in chunks, so staging stays small).
  */
+#include "alloc.h"
 #include "vulkan_internal.h"
 
 #include <stdlib.h>
@@ -69,7 +70,7 @@ xfa_status xfa_vk_device_buffer(xfa_context *ctx, VkDeviceSize size, VkBuffer *b
 
 xfa_status xfa_vk_buffer_create(xfa_context *ctx, xfa_buffer *buf)
 {
-    vk_buffer *b = calloc(1, sizeof *b);
+    vk_buffer *b = xfa_calloc(1, sizeof *b);
     if (!b) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a buffer handle");
     /* Rounded up so a 16-bit view's last word and the descriptor range stay inside. */
     const VkDeviceSize size = ((VkDeviceSize)buf->size + 15) & ~(VkDeviceSize)15;
@@ -79,7 +80,7 @@ xfa_status xfa_vk_buffer_create(xfa_context *ctx, xfa_buffer *buf)
                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                                 wants, 2, &b->buffer, &b->memory);
     if (st) {
-        free(b);
+        xfa_free(b);
         return st;
     }
     buf->impl = b;
@@ -98,7 +99,7 @@ void xfa_vk_buffer_destroy(xfa_context *ctx, xfa_buffer *buf)
         vkDestroyBuffer(vk->device, b->buffer, NULL);
         vkFreeMemory(vk->device, b->memory, NULL);
     }
-    free(b);
+    xfa_free(b);
     buf->impl = NULL;
 }
 

@@ -3,6 +3,7 @@
  * (SPIR-V embedded at build time), and compute pipelines specialised per plan
  * and made once per context (through a VkPipelineCache).
  */
+#include "alloc.h"
 #include "vulkan_internal.h"
 #include "vulkan_shaders.h"
 
@@ -197,7 +198,7 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
 void xfa_vk_pipelines_release(vk_context *vk)
 {
     for (size_t i = 0; i < vk->n_pipelines; i++) vkDestroyPipeline(vk->device, vk->pipelines[i].pipeline, NULL);
-    free(vk->pipelines);
+    xfa_free(vk->pipelines);
     vk->pipelines = NULL;
     vk->n_pipelines = vk->cap_pipelines = 0;
     for (size_t i = 0; i < vk->n_spec; i++) vkDestroyPipeline(vk->device, vk->spec_pipelines[i].pipeline, NULL);
@@ -371,7 +372,7 @@ xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, V
         }
     if (vk->n_pipelines == vk->cap_pipelines) {
         const size_t cap = vk->cap_pipelines ? 2 * vk->cap_pipelines : 16;
-        vk_pipeline_entry *grown = realloc(vk->pipelines, cap * sizeof *grown);
+        vk_pipeline_entry *grown = xfa_realloc(vk->pipelines, cap * sizeof *grown);
         if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the pipeline table");
         vk->pipelines = grown;
         vk->cap_pipelines = cap;
