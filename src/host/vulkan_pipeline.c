@@ -202,7 +202,7 @@ void xfa_vk_pipelines_release(vk_context *vk)
     vk->pipelines = NULL;
     vk->n_pipelines = vk->cap_pipelines = 0;
     for (size_t i = 0; i < vk->n_spec; i++) vkDestroyPipeline(vk->device, vk->spec_pipelines[i].pipeline, NULL);
-    free(vk->spec_pipelines);
+    xfa_free(vk->spec_pipelines);
     vk->spec_pipelines = NULL;
     vk->n_spec = vk->cap_spec = 0;
     for (int i = 0; i < VK_SHADER_COUNT_; i++)
@@ -246,7 +246,7 @@ xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_
         }
     if (vk->n_spec == vk->cap_spec) {
         const size_t cap = vk->cap_spec ? 2 * vk->cap_spec : 16;
-        vk_spec_entry *grown = realloc(vk->spec_pipelines, cap * sizeof *grown);
+        vk_spec_entry *grown = xfa_realloc(vk->spec_pipelines, cap * sizeof *grown);
         if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the pipeline table");
         vk->spec_pipelines = grown;
         vk->cap_spec = cap;
