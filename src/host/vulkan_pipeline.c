@@ -280,8 +280,8 @@ xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_
 xfa_status xfa_vk_route(xfa_context *ctx, xfa_forward_args *a)
 {
     const vk_context *vk = ctx->impl;
-    if (!uses_coopmat(vk, a->dtype) || !xfa_vk_has_features(a) || strcmp(a->plan.path, "coopmat") != 0)
-        return XFA_SUCCESS;
+    /* The matrix shader has every feature but packed variable lengths. */
+    if (!uses_coopmat(vk, a->dtype) || !a->varlen || strcmp(a->plan.path, "coopmat") != 0) return XFA_SUCCESS;
     char msg[XFA_MESSAGE_SIZE];
     const xfa_plan_limits lim = limits(vk);
     const xfa_tile_layout layout = scalar_layout(vk);
@@ -302,13 +302,11 @@ static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
     key.dtype = (uint32_t)a->dtype;
     key.causal = a->causal;
     key.has_lse = a->has_lse;
-    if (key.path == VK_PATH_SCALAR) {
-        key.window = a->window_left >= 0 || (a->window_right >= 0 && !a->causal);
-        key.softcap = a->softcap > 0.0f;
-        key.alibi = a->has_alibi;
-        key.bias = !a->has_bias ? 0 : a->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
-        key.varlen = a->varlen;
-    }
+    key.window = a->window_left >= 0 || (a->window_right >= 0 && !a->causal);
+    key.softcap = a->softcap > 0.0f;
+    key.alibi = a->has_alibi;
+    key.bias = !a->has_bias ? 0 : a->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
+    key.varlen = a->varlen; /* scalar only (xfa_vk_route) */
     return key;
 }
 
@@ -332,8 +330,8 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
                                 key->alibi ? VK_TRUE : VK_FALSE,
                                 key->bias,
                                 key->varlen ? VK_TRUE : VK_FALSE};
-    /* ids 9..13 (the features) exist in the scalar shader only */
-    const uint32_t n_values = coop ? 9 : 14;
+    /* ids 9..12 (window, softcap, ALiBi, bias) are in both shaders, 13 (varlen) in the scalar one */
+    const uint32_t n_values = coop ? 13 : 14;
     VkSpecializationMapEntry entries[14];
     for (uint32_t i = 0; i < n_values; i++) {
         const VkSpecializationMapEntry e = {i, i * 4, 4};
