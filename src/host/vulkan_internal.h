@@ -80,6 +80,7 @@ typedef struct vk_device_caps {
     VkPhysicalDeviceMemoryProperties memory;
     uint32_t subgroup_size;
     uint32_t queue_family;        /* a compute-capable family */
+    uint32_t compute_units;       /* SMs / CUs where VK_NV_shader_sm_builtins or VK_AMD_shader_core_properties say; else 0 */
     bool coopmat;                 /* VK_KHR_cooperative_matrix with f16 x f16 -> f32 16x16x16 */
     char driver_name[64];
 } vk_device_caps;
