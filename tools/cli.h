@@ -22,6 +22,7 @@ typedef struct cli_options {
     bool csv, json;
     int cases;          /* crosscheck: number of problems */
     const char *corrupt; /* crosscheck test hook: perturb this backend's outputs */
+    const char *batches, *caches; /* bench-decode: comma-separated lists */
 } cli_options;
 
 /* Parses argv[first..] into opts (defaults already in opts); prints the problem and returns false on error. */
@@ -29,10 +30,13 @@ bool cli_parse(int argc, char **argv, int first, cli_options *opts);
 /* Creates the context the options name; prints the reason on failure. */
 xfa_context *cli_open(const cli_options *opts);
 double cli_now(void);
+/* qsort comparator for doubles. */
+int cli_compare_double(const void *a, const void *b);
 
 int cli_info(const cli_options *opts);
 int cli_run(const cli_options *opts);
 int cli_bench(const cli_options *opts);
+int cli_bench_decode(const cli_options *opts);
 int cli_crosscheck(const cli_options *opts);
 int cli_conformance(const char *action, const char *dir, const cli_options *opts);
 

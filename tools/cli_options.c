@@ -15,6 +15,12 @@ double cli_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+int cli_compare_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static bool parse_int(const char *name, const char *text, int64_t min, int64_t *out)
 {
     char *end;
@@ -63,6 +69,10 @@ bool cli_parse(int argc, char **argv, int first, cli_options *o)
             o->bhsd = !strcmp(val, "bhsd");
         } else if (!strcmp(a, "--seqlens")) {
             o->seqlens = val;
+        } else if (!strcmp(a, "--batches")) {
+            o->batches = val;
+        } else if (!strcmp(a, "--caches")) {
+            o->caches = val;
         } else if (!strcmp(a, "--corrupt")) {
             xfa_backend b;
             if (xfa_backend_from_name(val, &b) || b == XFA_BACKEND_AUTO) {

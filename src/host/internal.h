@@ -60,7 +60,13 @@ typedef struct xfa_decode_args {
     float softcap;
     bool has_alibi;
     xfa_tensor alibi;
-    int num_splits; /* 0: the backend chooses (xfa_decode_choose_splits) */
+    int num_splits; /* 0: the backend chooses (xfa_decode_choose_splits), at most max_splits */
+    int max_splits; /* the most splits the call may use: what the scratch is sized for */
+    /* Partial results: f32 parts [splits][B][Hq][Sq][D] at scratch_offset, f32 LSEs [splits][B][Hq][Sq]
+     * at scratch_offset + scratch_lse_offset (xfa_decode_scratch_bytes). scratch NULL: the backend
+     * allocates scratch_bytes for the call. */
+    xfa_buffer *scratch;
+    size_t scratch_offset, scratch_lse_offset, scratch_bytes;
 } xfa_decode_args;
 
 /* A merge call after validation: n parts, each an o view and an lse view. */
@@ -168,6 +174,8 @@ xfa_status xfa_validate_merge(xfa_context *ctx, int n, const xfa_tensor *o_parts
                               const xfa_tensor *o, const xfa_tensor *lse, xfa_merge_args *args);
 /* Split-KV factor for a decode call: enough work-groups to fill the device's compute
  * units a few times over, each with at least `min_keys` keys. */
+/* Scratch bytes of a validated decode call sized for a->max_splits; *lse_offset: where the LSEs start. */
+size_t xfa_decode_scratch_bytes(const xfa_decode_args *a, size_t *lse_offset);
 int xfa_decode_choose_splits(uint32_t compute_units, int64_t batch, int64_t heads_kv, int64_t max_len,
                              int64_t min_keys);
 /* Shared by the validators: a feature the device must list, and whether two views share memory. */

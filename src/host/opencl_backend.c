@@ -11,6 +11,7 @@
  * wait on the last forward's event so an out-of-order queue still reads O
  * after it is written.
  */
+#include "alloc.h"
 #include "opencl_internal.h"
 
 #include <stdio.h>
@@ -48,17 +49,17 @@ void xfa_opencl_context_free(opencl_context *cl)
     xfa_opencl_programs_release(cl);
     if (cl->queue) clReleaseCommandQueue(cl->queue);
     if (cl->context) clReleaseContext(cl->context);
-    free(cl);
+    xfa_free(cl);
 }
 
 static xfa_status opencl_context_create(xfa_context *ctx, int index)
 {
     char msg[XFA_MESSAGE_SIZE];
-    opencl_context *cl = calloc(1, sizeof *cl);
+    opencl_context *cl = xfa_calloc(1, sizeof *cl);
     if (!cl) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the OpenCL context");
     xfa_status st = xfa_opencl_device_at(index, &cl->platform, &cl->device, msg);
     if (st) {
-        free(cl);
+        xfa_free(cl);
         return xfa_fail(ctx, st, "%s", msg);
     }
     cl_int err;

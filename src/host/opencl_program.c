@@ -4,6 +4,7 @@
  * that sizes the kernel (head dim, Br, Bc, padding, work-items per row,
  * dtype); causal, LSE and strides are run-time arguments so they add no builds.
  */
+#include "alloc.h"
 #include "opencl_internal.h"
 
 #include <stdio.h>
@@ -36,13 +37,13 @@ static void build_log(cl_program program, cl_device_id device, char *out, size_t
     out[0] = '\0';
     size_t len = 0;
     if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len) != CL_SUCCESS || len == 0) return;
-    char *log = malloc(len + 1);
+    char *log = xfa_malloc(len + 1);
     if (!log) return;
     if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, len, log, NULL) == CL_SUCCESS) {
         log[len] = '\0';
         snprintf(out, size, "%s", log);
     }
-    free(log);
+    xfa_free(log);
 }
 
 static xfa_status build(xfa_context *ctx, opencl_context *cl, const opencl_path *path, const char *options,
@@ -67,7 +68,7 @@ static xfa_status build(xfa_context *ctx, opencl_context *cl, const opencl_path 
         return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "clCreateKernel(%s): %s (%d)", path->kernel_name,
                         xfa_opencl_error_name(err), err);
     }
-    out->options = malloc(strlen(options) + 1);
+    out->options = xfa_malloc(strlen(options) + 1);
     if (!out->options) {
         clReleaseKernel(kernel);
         clReleaseProgram(program);
@@ -92,7 +93,7 @@ xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kern
         }
     if (cl->program_count == cl->program_cap) {
         const size_t cap = cl->program_cap ? 2 * cl->program_cap : 8;
-        opencl_program *grown = realloc(cl->programs, cap * sizeof *grown);
+        opencl_program *grown = xfa_realloc(cl->programs, cap * sizeof *grown);
         if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the program cache");
         cl->programs = grown;
         cl->program_cap = cap;
@@ -118,9 +119,9 @@ void xfa_opencl_programs_release(opencl_context *cl)
     for (size_t i = 0; i < cl->program_count; i++) {
         clReleaseKernel(cl->programs[i].kernel);
         clReleaseProgram(cl->programs[i].program);
-        free(cl->programs[i].options);
+        xfa_free(cl->programs[i].options);
     }
-    free(cl->programs);
+    xfa_free(cl->programs);
     cl->programs = NULL;
     cl->program_count = cl->program_cap = 0;
 }

@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define MAX_SPLITS 1024
@@ -160,7 +161,42 @@ xfa_status xfa_validate_decode(xfa_context *ctx, const xfa_decode_params *params
     a->has_alibi = params->alibi_slopes != NULL;
     if (a->has_alibi) a->alibi = *params->alibi_slopes;
     a->num_splits = params->num_splits;
+    a->max_splits = params->num_splits ? params->num_splits
+                                       : xfa_decode_choose_splits(ctx->info.compute_units, B, Hkv, a->capacity, 256);
+    a->scratch_bytes = xfa_decode_scratch_bytes(a, &a->scratch_lse_offset);
+    if (!a->scratch_bytes)
+        return xfa_fail(ctx, XFA_ERROR_SIZE_OVERFLOW, "the decode partials (%d splits) overflow a size_t", a->max_splits);
+    if (params->scratch) {
+        const xfa_buffer *s = params->scratch;
+        if (s->ctx != ctx) return xfa_fail(ctx, XFA_ERROR_WRONG_CONTEXT, "params.scratch was made for another context");
+        if (params->scratch_offset % 256)
+            return xfa_fail(ctx, XFA_ERROR_MISALIGNED, "params.scratch_offset is %zu; it must be a multiple of 256",
+                            params->scratch_offset);
+        if (params->scratch_offset > s->size || s->size - params->scratch_offset < a->scratch_bytes)
+            return xfa_fail(ctx, XFA_ERROR_OUT_OF_BOUNDS,
+                            "params.scratch holds %zu bytes from offset %zu; this call needs %zu "
+                            "(xfa_attention_decode_scratch_size)",
+                            params->scratch_offset <= s->size ? s->size - params->scratch_offset : (size_t)0,
+                            params->scratch_offset, a->scratch_bytes);
+        /* the scratch as a flat f32 view, to check it overlaps nothing the call touches */
+        const xfa_tensor flat = {(xfa_buffer *)s, params->scratch_offset, XFA_DTYPE_F32,
+                                 {1, 1, 1, (int64_t)(a->scratch_bytes / 4)}, {0, 0, 0, 1}};
+        for (int x = 0; x < 10; x++)
+            if (views[x] && xfa_views_intersect(&flat, views[x]))
+                return xfa_fail(ctx, XFA_ERROR_ALIASING, "params.scratch overlaps %s in memory", names[x]);
+        a->scratch = (xfa_buffer *)s;
+        a->scratch_offset = params->scratch_offset;
+    }
     return XFA_SUCCESS;
+}
+
+size_t xfa_decode_scratch_bytes(const xfa_decode_args *a, size_t *lse_offset)
+{
+    const double rows = (double)a->max_splits * (double)a->batch * (double)a->heads_q * (double)a->seqlen_q;
+    if (rows * (double)(a->head_dim + 1) * 4.0 + 512.0 > (double)SIZE_MAX / 2) return 0;
+    const size_t parts = (size_t)rows * (size_t)a->head_dim * 4;
+    *lse_offset = (parts + 255) / 256 * 256;
+    return *lse_offset + (size_t)rows * 4;
 }
 
 xfa_status xfa_validate_merge(xfa_context *ctx, int n, const xfa_tensor *o_parts, const xfa_tensor *lse_parts,
