@@ -4,6 +4,11 @@ cuDNN and flash backends, interleaved in one process on the same tensors, in xfa
 
     python3 bench/hopper_vs_sdpa.py --lib path/libxfa_sm90.so [--dtypes f16,bf16] [--dims 64,128,256]
         [--seqlens 1024,...,16384] [--tokens 16384] [--causal 0,1] [--iters 20] [--peers cudnn,flash]
+        [--configs 128x176x2,...] [--variant NAME=path/lib.so ...]
+
+--configs adds the same library with those Br x Bc x stages plans as backends xfa_<plan>;
+--variant adds another build of the kernels (an ablation) as backend xfa_<NAME>. All of them join the
+same round robin, so that their differences are not drift between runs.
 
 Shapes as xfa bench and bench/peers.py: batch = tokens / N, heads = 2048 / D, (B, H, N, D) tensors.
 Each point: two warm-up calls of every backend, then `iters` rounds, each round timing one call of
@@ -55,9 +60,17 @@ def main():
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--peers", default="cudnn,flash")
+    ap.add_argument("--configs", default="")
+    ap.add_argument("--variant", action="append", default=[])
     a = ap.parse_args()
-    lib = ctypes.CDLL(a.lib)
-    lib.xfa_cuda_sm90_forward.argtypes = [ctypes.POINTER(Forward), ctypes.c_void_p]
+    libs = {"xfa_cuda_sm90": (ctypes.CDLL(a.lib), (0, 0, 0))}
+    for plan in csv_list(a.configs, str):
+        libs["xfa_" + plan] = (libs["xfa_cuda_sm90"][0], tuple(int(x) for x in plan.split("x")))
+    for v in a.variant:
+        name, path = v.split("=", 1)
+        libs["xfa_" + name] = (ctypes.CDLL(path), (0, 0, 0))
+    for lib, _ in libs.values():
+        lib.xfa_cuda_sm90_forward.argtypes = [ctypes.POINTER(Forward), ctypes.c_void_p]
     device = torch.cuda.get_device_name()
     print("backend,device,path,dtype,head_dim,causal,batch,seqlen,heads,median_ms,min_ms,tflops,gbps")
     for dname in csv_list(a.dtypes, str):
@@ -69,17 +82,19 @@ def main():
                     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
                     o = torch.empty_like(q)
                     lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
-                    p = Forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), code,
-                                b, h, h, n, n, d, bshd_strides(q), bshd_strides(k), bshd_strides(v), bshd_strides(o),
-                                (lse.stride(0), lse.stride(2), lse.stride(1)), d ** -0.5, causal, 0, 0, 0)
                     stream = torch.cuda.current_stream().cuda_stream
+                    runs = {}
+                    for name, (lib, plan) in libs.items():
+                        p = Forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), code,
+                                    b, h, h, n, n, d, bshd_strides(q), bshd_strides(k), bshd_strides(v),
+                                    bshd_strides(o), (lse.stride(0), lse.stride(2), lse.stride(1)), d ** -0.5, causal,
+                                    *plan)
 
-                    def run_xfa():
-                        r = lib.xfa_cuda_sm90_forward(ctypes.byref(p), stream)
-                        if r != 0:
-                            raise RuntimeError(f"xfa_cuda_sm90_forward returned {r}")
-
-                    runs = {"xfa_cuda_sm90": run_xfa}
+                        def run_xfa(lib=lib, p=p):
+                            r = lib.xfa_cuda_sm90_forward(ctypes.byref(p), stream)
+                            if r != 0:
+                                raise RuntimeError(f"xfa_cuda_sm90_forward returned {r}")
+                        runs[name] = run_xfa
                     for peer in csv_list(a.peers, str):
                         def run_peer(peer=peer):
                             with sdpa_kernel(PEERS[peer]):
@@ -96,6 +111,7 @@ def main():
                                   f"{str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
                     torch.cuda.synchronize()
                     if "xfa_cuda_sm90" in live:
+                        live["xfa_cuda_sm90"]()
                         ref = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
                         print(f"check {dname} D={d} N={n} causal={causal}: max|xfa-sdpa| = "
                               f"{(o.float() - ref.float()).abs().max().item():.2e}", file=sys.stderr)

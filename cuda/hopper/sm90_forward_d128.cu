@@ -8,9 +8,9 @@ namespace xfa_sm90 {
 
 cudaError_t launch_d128(bool bf16, const Params &p, dim3 grid, cudaStream_t stream, int Br, int Bc, int stages)
 {
+    XFA_SM90_CONFIG(128, 192, 2)
     XFA_SM90_CONFIG(128, 128, 2)
     XFA_SM90_CONFIG(128, 176, 2)
-    XFA_SM90_CONFIG(128, 128, 3)
     return cudaErrorNotSupported;
 }
 

@@ -103,7 +103,7 @@ extern "C" xfa_cuda_result xfa_cuda_sm90_forward(const xfa_cuda_forward *p, void
 
     xfa_sm90::Params prm;
     int Br = p->Br, Bc = p->Bc, stages = p->stages;
-    xfa_sm90::resolve_config(p->head_dim, p->causal != 0, &Br, &Bc, &stages);
+    xfa_sm90::resolve_config(p->head_dim, p->causal != 0, p->seqlen_k, &Br, &Bc, &stages);
     if (!make_map(&prm.tq, p, p->q, p->q_stride, p->seqlen_q, p->heads_q, Br) ||
         !make_map(&prm.tk, p, p->k, p->k_stride, p->seqlen_k, p->heads_kv, Bc) ||
         !make_map(&prm.tv, p, p->v, p->v_stride, p->seqlen_k, p->heads_kv, Bc))

@@ -23,19 +23,23 @@ for p in $pids; do wait $p; done
 $nvcc $flags -Xcompiler -fopenmp "$root/tests/gpu/hopper_check.cu" $objs -o "$out/hopper_check" -lgomp
 $nvcc $flags "$root/bench/hopper_bench.cu" $objs -o "$out/hopper_bench"
 $nvcc $flags -shared $objs -o "$out/libxfa_sm90.so"   # for bench/hopper_vs_sdpa.py (ctypes)
-# ablation builds: the same kernels without one optimisation each (bench/hopper_bench --label ...)
+# ablation builds: the same kernels without one optimisation each, as libraries for
+# bench/hopper_vs_sdpa.py --variant NAME=libxfa_sm90_NAME.so (timed in the same round robin)
 if [ "${XFA_SM90_ABLATION:-1}" = 1 ]; then
-    for variant in nopingpong:-DXFA_SM90_NO_PINGPONG nopin:-DXFA_SM90_NO_PIN; do
+    for variant in nopingpong:-DXFA_SM90_NO_PINGPONG pin:-DXFA_SM90_PIN rescaleearly:-DXFA_SM90_RESCALE_EARLY; do
         name=${variant%%:*}
         mkdir -p "$out/obj_$name"
         vobjs=""
+        pids=""
         for src in "$root"/cuda/hopper/*.cu; do
             obj="$out/obj_$name/$(basename "$src" .cu).o"
             vobjs="$vobjs $obj"
             $nvcc $flags ${variant#*:} -c "$src" -o "$obj" &
+            pids="$pids $!"
+            if [ $(echo $pids | wc -w) -ge 2 ]; then for p in $pids; do wait $p; done; pids=""; fi
         done
-        wait
-        $nvcc $flags "$root/bench/hopper_bench.cu" $vobjs -o "$out/hopper_bench_$name"
+        for p in $pids; do wait $p; done
+        $nvcc $flags -shared $vobjs -o "$out/libxfa_sm90_$name.so"
     done
 fi
 rm -rf "$out"/obj*

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Checks a SASS listing of the Hopper kernels (cuobjdump --dump-sass or nvdisasm): every forward
 # kernel issues HGMMA, none touches local memory (STL/LDL: spills, or a register array indexed at
-# run time), and the main loop's softmax runs between the two wgmma waits (MUFU.EX2 between
-# `WARPGROUP.DEPBAR.LE gsb0, 0x1` and `... 0x0`), i.e. in the shadow of the P V product.
+# run time). Also reports how many exp2 (MUFU.EX2) of the main loop sit between the two wgmma waits
+# (`WARPGROUP.DEPBAR.LE gsb0, 0x1` and `... 0x0`), i.e. run in the shadow of the P V product (only
+# with -DXFA_SM90_PIN; see cuda/hopper/sm90_forward.cuh).
 set -eu
 sass=$1
 awk '
@@ -20,7 +21,7 @@ END {
         if (k !~ /forward_kernel/) continue
         n++
         printf "%s: %d HGMMA, %d local-memory instructions, %d exp2 overlapping P V\n", k, hgmma[k], local[k], overlap[k]
-        if (hgmma[k] == 0 || local[k] > 0 || overlap[k] == 0) bad = 1
+        if (hgmma[k] == 0 || local[k] > 0) bad = 1
     }
     if (n == 0) { print "no forward kernel in the SASS"; bad = 1 }
     exit bad

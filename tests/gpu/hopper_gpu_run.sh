@@ -22,8 +22,14 @@ if [ "$mode" = check ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
     timeout 500 python3 hopper_vs_sdpa.py --lib ./libxfa_sm90.so "$@" > "$logs/bench.csv" 2> "$logs/bench.err" || status=1
+    # ablations, each in the same round robin as the default build (D=128 and 64, f16)
+    variants=""
+    for v in libxfa_sm90_*.so; do [ -e "$v" ] && n=${v#libxfa_sm90_} && variants="$variants --variant ${n%.so}=./$v"; done
+    [ -n "$variants" ] && timeout 300 python3 hopper_vs_sdpa.py --lib ./libxfa_sm90.so --dtypes f16 --dims 64,128,256 \
+        --seqlens 2048,8192,16384 --peers "" $variants > "$logs/ablation.csv" 2>> "$logs/bench.err"
     grep -v "^check" "$logs/bench.err" | head
     python3 hopper_table.py "$logs/bench.csv" | tee "$out/table.md"
+    [ -s "$logs/ablation.csv" ] && python3 hopper_table.py "$logs/ablation.csv" | cut -d'|' -f1-9 | tee "$out/ablation.md"
 fi
 tar czf "$out/hopper.tar.gz" -C "$out" logs
 exit $status
