@@ -121,8 +121,10 @@ set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/host/registry.c APPEND PROPERTY CO
 string(APPEND XFA_PKG_LIBS_PRIVATE " -lvulkan")
 set(XFA_VULKAN_ENABLED ON)
 set(XFA_VULKAN_TEST_LIBS Vulkan::Vulkan)
-# Tests run on lavapipe under the Khronos validation layer; any message fails them.
+# Tests run on lavapipe under the Khronos validation layer, synchronization validation
+# included (missing barriers between xfa's own dispatches); any message fails them.
 set(XFA_VULKAN_TEST_ENV
   "VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
-  "XFA_VULKAN_VALIDATION=1")
+  "XFA_VULKAN_VALIDATION=1"
+  "VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT")
 set(XFA_VULKAN_SUMMARY "on (Vulkan ${Vulkan_VERSION}, ${XFA_GLSLANG_VALIDATOR}; ${xfa_coopmat_note})")

@@ -215,14 +215,16 @@ START_TEST(test_no_validation_messages)
 }
 END_TEST
 
-int main(void)
+/* Usage: test_vulkan_clamping [device]. */
+int main(int argc, char **argv)
 {
+    const int device = argc > 1 ? atoi(argv[1]) : 0;
     int count = 0;
-    if (xfa_device_count(XFA_BACKEND_VULKAN, &count) != XFA_SUCCESS || count == 0) {
-        printf("SKIP: no Vulkan device (%s)\n", xfa_last_error());
+    if (xfa_device_count(XFA_BACKEND_VULKAN, &count) != XFA_SUCCESS || count <= device) {
+        printf("SKIP: no Vulkan device %d (%s)\n", device, xfa_last_error());
         return 77;
     }
-    if (xfa_context_create(XFA_BACKEND_VULKAN, 0, &ctx) != XFA_SUCCESS) {
+    if (xfa_context_create(XFA_BACKEND_VULKAN, device, &ctx) != XFA_SUCCESS) {
         fprintf(stderr, "xfa_context_create: %s\n", xfa_last_error());
         return 1;
     }

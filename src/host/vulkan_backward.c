@@ -37,7 +37,10 @@ static xfa_status record_backward(xfa_context *ctx, const xfa_backward_args *a)
     const uint32_t T = xfa_vk_threads_per_row(vk);
     /* The K/V pass has T invocations per key row: Bc rounded to whole subgroups. */
     uint32_t Bk = plan.Bc / brm * brm;
-    while (Bk > brm && Bk * T > lim->maxComputeWorkGroupInvocations) Bk -= brm;
+    const uint32_t max_wg = lim->maxComputeWorkGroupInvocations < lim->maxComputeWorkGroupSize[0]
+                                ? lim->maxComputeWorkGroupInvocations
+                                : lim->maxComputeWorkGroupSize[0];
+    while (Bk > brm && Bk * T > max_wg) Bk -= brm;
     if (Bk < brm) Bk = brm;
 
     vk_backward_args x;

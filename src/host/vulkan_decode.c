@@ -46,9 +46,11 @@ _Static_assert(sizeof(vk_decode_args) <= VK_EXTRA_SLOT_BYTES, "decode arguments 
 _Static_assert(sizeof(vk_append_args) <= VK_EXTRA_SLOT_BYTES, "append arguments fit a slot");
 _Static_assert(sizeof(vk_merge_args) <= VK_EXTRA_SLOT_BYTES, "merge arguments fit a slot");
 
+/* Rows of a decode work-group at least (T invocations each). */
+#define MIN_DECODE_ROWS 16
 /* Keys per split below which splitting more does not pay. */
 #define MIN_KEYS_PER_SPLIT 256
-/* Core Vulkan does not report compute units; the split choice assumes this many. */
+/* Compute units the split choice assumes where the device does not report them. */
 #define ASSUMED_COMPUTE_UNITS 64
 
 /* Scratch regions start at multiples of this: the largest minStorageBufferOffsetAlignment Vulkan allows. */
@@ -159,9 +161,12 @@ static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, i
     uint32_t br_multiple;
     xfa_status st = xfa_vk_scalar_plan(ctx, (uint32_t)a->head_dim, a->dtype, &plan, &br_multiple);
     if (st) return st;
-    /* Rows are the Sq tokens of each query head of a KV head; no wider than that. */
+    /* Rows are the Sq tokens of each query head of a KV head, no more than that (up to the
+     * plan's Br), but at least MIN_DECODE_ROWS: rows past R compute nothing, yet their
+     * invocations help load the K/V blocks, which is what decode spends its time on. */
     const uint64_t R = (uint64_t)(a->heads_q / a->heads_kv) * (uint64_t)a->seqlen_q;
-    uint32_t Br = (uint32_t)((R + br_multiple - 1) / br_multiple * br_multiple);
+    uint64_t want = R > MIN_DECODE_ROWS ? R : MIN_DECODE_ROWS;
+    uint32_t Br = (uint32_t)((want + br_multiple - 1) / br_multiple * br_multiple);
     if (Br > plan.Br) Br = plan.Br;
     const uint32_t T = xfa_vk_threads_per_row(vk);
     const uint64_t row_blocks = (R + Br - 1) / Br, gx = row_blocks * (uint64_t)splits;

@@ -205,7 +205,22 @@ const char *xfa_vk_query_caps(VkInstance instance, VkPhysicalDevice device, vk_d
     vkEnumerateDeviceExtensionProperties(device, NULL, &n_ext, exts);
     const bool push = has_extension(exts, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     const bool coop = has_extension(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    const bool nv_sm = has_extension(exts, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+    const bool amd_cores = has_extension(exts, n_ext, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
     xfa_free(exts);
+    /* Core Vulkan does not count compute units; two vendor extensions do (0: unknown). */
+    if (nv_sm || amd_cores) {
+        VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+        VkPhysicalDeviceShaderCorePropertiesAMD cores = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = nv_sm ? (void *)&sm : (void *)&cores};
+        vkGetPhysicalDeviceProperties2(device, &p2);
+        caps->compute_units = nv_sm ? sm.shaderSMCount
+                                    : cores.shaderEngineCount * cores.shaderArraysPerEngineCount *
+                                          cores.computeUnitsPerShaderArray;
+    }
     if (!push) return "no VK_KHR_push_descriptor";
 
     uint32_t n_fam = 0;
@@ -295,9 +310,9 @@ void xfa_vk_fill_info(const vk_device_caps *caps, bool coopmat, xfa_device_info 
             info->global_mem_bytes += caps->memory.memoryHeaps[i].size;
     info->subgroup_size = caps->subgroup_size;
     info->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
-    info->compute_units = 0; /* core Vulkan does not say */
+    info->compute_units = caps->compute_units; /* 0 when the device does not say */
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
-    /* The matrix path hands calls with window, softcap, ALiBi, bias or varlen to the scalar one. */
+    /* The matrix path hands calls with packed variable lengths to the scalar one. */
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
                      XFA_FEATURE_ENGINE_HANDLES | XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI |
                      XFA_FEATURE_BIAS | XFA_FEATURE_VARLEN | XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV |

@@ -47,7 +47,7 @@ typedef struct vk_pipeline_key {
     uint32_t path;                /* VK_PATH_* */
     uint32_t head_dim, Br, Bc, threads_per_row, dtype;
     uint32_t causal, has_lse;
-    uint32_t window, softcap, alibi, bias, varlen; /* scalar path only: flash_forward.comp ids 9..13 */
+    uint32_t window, softcap, alibi, bias, varlen; /* specialization ids 9..13 (varlen: scalar path only) */
 } vk_pipeline_key;
 
 enum { VK_PATH_SCALAR = 0, VK_PATH_COOPMAT = 1 };
@@ -80,6 +80,7 @@ typedef struct vk_device_caps {
     VkPhysicalDeviceMemoryProperties memory;
     uint32_t subgroup_size;
     uint32_t queue_family;        /* a compute-capable family */
+    uint32_t compute_units;       /* SMs / CUs where VK_NV_shader_sm_builtins or VK_AMD_shader_core_properties say; else 0 */
     bool coopmat;                 /* VK_KHR_cooperative_matrix with f16 x f16 -> f32 16x16x16 */
     char driver_name[64];
 } vk_device_caps;
@@ -186,8 +187,8 @@ xfa_status xfa_vk_scalar_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dty
 xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_t *values, uint32_t n,
                                 VkPipeline *out);
 
-/* Sends a call the context's matrix path cannot run (features it lacks) to the scalar
- * path, replacing a matrix-path plan by the scalar path's own. */
+/* Sends a call the context's matrix path cannot run (packed variable lengths) to the
+ * scalar path, replacing a matrix-path plan by the scalar path's own. */
 xfa_status xfa_vk_route(xfa_context *ctx, xfa_forward_args *args);
 
 /* vulkan_dispatch.c: records one forward call into cmd. */

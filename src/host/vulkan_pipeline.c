@@ -202,7 +202,7 @@ void xfa_vk_pipelines_release(vk_context *vk)
     vk->pipelines = NULL;
     vk->n_pipelines = vk->cap_pipelines = 0;
     for (size_t i = 0; i < vk->n_spec; i++) vkDestroyPipeline(vk->device, vk->spec_pipelines[i].pipeline, NULL);
-    free(vk->spec_pipelines);
+    xfa_free(vk->spec_pipelines);
     vk->spec_pipelines = NULL;
     vk->n_spec = vk->cap_spec = 0;
     for (int i = 0; i < VK_SHADER_COUNT_; i++)
@@ -246,7 +246,7 @@ xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_
         }
     if (vk->n_spec == vk->cap_spec) {
         const size_t cap = vk->cap_spec ? 2 * vk->cap_spec : 16;
-        vk_spec_entry *grown = realloc(vk->spec_pipelines, cap * sizeof *grown);
+        vk_spec_entry *grown = xfa_realloc(vk->spec_pipelines, cap * sizeof *grown);
         if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the pipeline table");
         vk->spec_pipelines = grown;
         vk->cap_spec = cap;
@@ -280,8 +280,8 @@ xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_
 xfa_status xfa_vk_route(xfa_context *ctx, xfa_forward_args *a)
 {
     const vk_context *vk = ctx->impl;
-    if (!uses_coopmat(vk, a->dtype) || !xfa_vk_has_features(a) || strcmp(a->plan.path, "coopmat") != 0)
-        return XFA_SUCCESS;
+    /* The matrix shader has every feature but packed variable lengths. */
+    if (!uses_coopmat(vk, a->dtype) || !a->varlen || strcmp(a->plan.path, "coopmat") != 0) return XFA_SUCCESS;
     char msg[XFA_MESSAGE_SIZE];
     const xfa_plan_limits lim = limits(vk);
     const xfa_tile_layout layout = scalar_layout(vk);
@@ -302,13 +302,11 @@ static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
     key.dtype = (uint32_t)a->dtype;
     key.causal = a->causal;
     key.has_lse = a->has_lse;
-    if (key.path == VK_PATH_SCALAR) {
-        key.window = a->window_left >= 0 || (a->window_right >= 0 && !a->causal);
-        key.softcap = a->softcap > 0.0f;
-        key.alibi = a->has_alibi;
-        key.bias = !a->has_bias ? 0 : a->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
-        key.varlen = a->varlen;
-    }
+    key.window = a->window_left >= 0 || (a->window_right >= 0 && !a->causal);
+    key.softcap = a->softcap > 0.0f;
+    key.alibi = a->has_alibi;
+    key.bias = !a->has_bias ? 0 : a->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
+    key.varlen = a->varlen; /* scalar only (xfa_vk_route) */
     return key;
 }
 
@@ -332,8 +330,8 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
                                 key->alibi ? VK_TRUE : VK_FALSE,
                                 key->bias,
                                 key->varlen ? VK_TRUE : VK_FALSE};
-    /* ids 9..13 (the features) exist in the scalar shader only */
-    const uint32_t n_values = coop ? 9 : 14;
+    /* ids 9..12 (window, softcap, ALiBi, bias) are in both shaders, 13 (varlen) in the scalar one */
+    const uint32_t n_values = coop ? 13 : 14;
     VkSpecializationMapEntry entries[14];
     for (uint32_t i = 0; i < n_values; i++) {
         const VkSpecializationMapEntry e = {i, i * 4, 4};
