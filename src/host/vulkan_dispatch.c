@@ -84,6 +84,11 @@ xfa_status xfa_vk_describe(xfa_context *ctx, const char *name, const xfa_tensor 
 
 void xfa_vk_strides(const xfa_tensor *t, uint32_t *out, int n) { strides(t, out, n); }
 
+bool xfa_vk_vec4_ok(uint32_t base, const uint32_t stride[4])
+{
+    return stride[3] == 1 && base % 4 == 0 && stride[0] % 4 == 0 && stride[1] % 4 == 0 && stride[2] % 4 == 0;
+}
+
 /* The extra arguments and descriptors 5..9 of a call with features beyond causal. */
 static xfa_status describe_features(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *a,
                                     VkDescriptorBufferInfo infos[VK_BINDINGS])
@@ -174,7 +179,9 @@ xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xf
     push.scale_log2 = (float)(a->scale * 1.4426950408889634);
 
     VkPipeline pipeline;
-    if ((st = xfa_vk_pipeline_get(ctx, a, &pipeline))) return st;
+    const bool vec4 = xfa_vk_vec4_ok(push.q_base, push.q_stride) && xfa_vk_vec4_ok(push.k_base, push.k_stride) &&
+                      xfa_vk_vec4_ok(push.v_base, push.v_stride);
+    if ((st = xfa_vk_pipeline_get(ctx, a, vec4, &pipeline))) return st;
     VkWriteDescriptorSet writes[VK_BINDINGS];
     for (uint32_t i = 0; i < VK_BINDINGS; i++) {
         const VkWriteDescriptorSet w = {
