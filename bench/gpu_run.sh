@@ -48,9 +48,12 @@ echo "GPU backends (name:device):$BACKENDS" | tee -a "$LOGS/summary.txt"
 if [ "$WHAT" != bench ]; then
     for entry in $BACKENDS; do
         be=${entry%%:*} idx=${entry##*:}
-        for suite in forward backward decode threads; do
+        for suite in forward backward decode threads allocator; do
             step "${suite}_$be" 300 "$B/tests/test_$suite" "$be" "$idx"
         done
+        # the validation layer (carried as a .deb by .device/prelude.sh) over the device's own paths
+        [ "$be" = vulkan ] && step forward_vulkan_validation 300 env XFA_VULKAN_VALIDATION=1 \
+            "$B/tests/test_forward" vulkan "$idx"
         for t in "$B"/tests/test_${be}_*; do
             [ -x "$t" ] && step "$(basename "$t")" 300 "$t" "$idx"
         done
