@@ -2,8 +2,8 @@
  * test_vulkan_features.c - the forward features in f16, the dtype that takes the
  * cooperative-matrix path on devices that have it (the shared suite tests
  * windows in f32 only): windows with Sq != Sk and ragged blocks, softcap, ALiBi,
- * bias (f32 and f16, with masked keys), everything at once, and varlen (which
- * the matrix path hands to the scalar one), against the fp64 reference. On
+ * bias (f32 and f16, with masked keys), everything at once, and varlen, against
+ * the fp64 reference. On
  * lavapipe they run on the scalar path; on a coopmat device, on both paths
  * (XFA_VULKAN_PATH=scalar selects the scalar one for a context).
  * Usage: test_vulkan_features [device].

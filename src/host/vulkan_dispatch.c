@@ -130,15 +130,11 @@ bool xfa_vk_has_features(const xfa_forward_args *a)
            a->has_bias || a->varlen;
 }
 
-xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *call)
+xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *a)
 {
     vk_context *vk = ctx->impl;
     const VkPhysicalDeviceLimits *lim = &vk->caps.props.limits;
-    /* Calls with features the matrix path lacks run on the scalar one, with its own plan. */
-    xfa_forward_args routed = *call;
-    const xfa_forward_args *a = &routed;
-    xfa_status st = xfa_vk_route(ctx, &routed);
-    if (st) return st;
+    xfa_status st;
     const int64_t rows = a->varlen ? a->max_seqlen_q : a->seqlen_q, batch = a->varlen ? a->sequences : a->batch;
     const uint64_t groups_x = ((uint64_t)rows + a->plan.Br - 1) / a->plan.Br;
     if (groups_x > lim->maxComputeWorkGroupCount[0] || (uint64_t)a->heads_q > lim->maxComputeWorkGroupCount[1] ||
