@@ -231,10 +231,12 @@ void main()
         m_i = m_new;
         barrier();
 
-        [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] *= alpha;
-        for (uint c = 0; c < cols; c++) {
-            const float p = Ps[r * Bc + c];
-            [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] += p * Vs[c * ROW4 + t + j * T];
+        if (r < rows) { /* rows past R only helped load K and V */
+            [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] *= alpha;
+            for (uint c = 0; c < cols; c++) {
+                const float p = Ps[r * Bc + c];
+                [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] += p * Vs[c * ROW4 + t + j * T];
+            }
         }
     }
 

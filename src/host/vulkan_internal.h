@@ -47,7 +47,7 @@ typedef struct vk_pipeline_key {
     uint32_t path;                /* VK_PATH_* */
     uint32_t head_dim, Br, Bc, threads_per_row, dtype;
     uint32_t causal, has_lse;
-    uint32_t window, softcap, alibi, bias, varlen; /* specialization ids 9..13 (varlen: scalar path only) */
+    uint32_t window, softcap, alibi, bias, varlen; /* specialization ids 9..13 of both shaders */
     uint32_t vec4;                                 /* id 14, scalar path: q, k, v loaded 4 elements at a time */
 } vk_pipeline_key;
 
@@ -187,10 +187,6 @@ xfa_status xfa_vk_scalar_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dty
 /* The pipeline of `shader` specialised with values[0 .. n-1], made (and cached) on first use. */
 xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_t *values, uint32_t n,
                                 VkPipeline *out);
-
-/* Sends a call the context's matrix path cannot run (packed variable lengths) to the
- * scalar path, replacing a matrix-path plan by the scalar path's own. */
-xfa_status xfa_vk_route(xfa_context *ctx, xfa_forward_args *args);
 
 /* vulkan_dispatch.c: records one forward call into cmd. */
 xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *args);
