@@ -38,7 +38,9 @@ def main(args):
             print(f"Device-to-device copy in the same run: {float(r['gbps']):.0f} GB/s (read + write).\n")
             continue
         key = (r["dtype"], int(r["head_dim"]), int(r["causal"]), int(r["batch"]), int(r["seqlen"]))
-        name = r["backend"]
+        # a variant of a backend (xfa bench --heads-kv / --window: ".../gqa16:2/window4096:0") is its own column
+        variant = r["path"].split("/")[1:] if not r["path"].startswith("decode/") else []
+        name = "/".join([r["backend"]] + variant)
         if name not in backends:
             backends.append(name)
         paths_of.setdefault(name, set()).add(r["path"])

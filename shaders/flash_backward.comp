@@ -32,6 +32,7 @@ layout(constant_id = 7) const bool ALIBI = false;
 layout(constant_id = 8) const uint BIAS = 0;     /* 0 none, 1 f32, 2 the 16-bit DTYPE */
 layout(constant_id = 9) const uint PAD = 4;
 layout(local_size_x_id = 10) in;                 /* kv: Bc * T; q: Br * T; delta: 64 */
+layout(constant_id = 11) const bool VEC4 = false; /* q, k, v, dO: unit d stride, rows 4-element aligned */
 
 /* Mirrors vk_backward_args in vulkan_backward.c. */
 layout(binding = 5, std430) readonly buffer Extra {
@@ -46,10 +47,16 @@ layout(binding = 5, std430) readonly buffer Extra {
 
 layout(binding = 0, std430) readonly buffer Q32 { float q32[]; };
 layout(binding = 0, std430) readonly buffer Q16 { uint16_t q16[]; };
+layout(binding = 0, std430) readonly buffer Q128 { vec4 q4[]; };
+layout(binding = 0, std430) readonly buffer Q64 { uvec2 q16x4[]; };
 layout(binding = 1, std430) readonly buffer K32 { float k32[]; };
 layout(binding = 1, std430) readonly buffer K16 { uint16_t k16[]; };
+layout(binding = 1, std430) readonly buffer K128 { vec4 k4[]; };
+layout(binding = 1, std430) readonly buffer K64 { uvec2 k16x4[]; };
 layout(binding = 2, std430) readonly buffer V32 { float v32[]; };
 layout(binding = 2, std430) readonly buffer V16 { uint16_t v16[]; };
+layout(binding = 2, std430) readonly buffer V128 { vec4 v4[]; };
+layout(binding = 2, std430) readonly buffer V64 { uvec2 v16x4[]; };
 layout(binding = 3, std430) readonly buffer O32 { float o32[]; };
 layout(binding = 3, std430) readonly buffer O16 { uint16_t o16[]; };
 layout(binding = 4, std430) readonly buffer LSE { float lse32[]; };
@@ -58,6 +65,8 @@ layout(binding = 7, std430) readonly buffer Bias32 { float bias32[]; };
 layout(binding = 7, std430) readonly buffer Bias16 { uint16_t bias16[]; };
 layout(binding = 8, std430) readonly buffer DO32 { float do32[]; };
 layout(binding = 8, std430) readonly buffer DO16 { uint16_t do16[]; };
+layout(binding = 8, std430) readonly buffer DO128 { vec4 do4[]; };
+layout(binding = 8, std430) readonly buffer DO64 { uvec2 do16x4[]; };
 layout(binding = 9, std430) writeonly buffer DQ32 { float dq32[]; };
 layout(binding = 9, std430) writeonly buffer DQ16 { uint16_t dq16[]; };
 layout(binding = 10, std430) writeonly buffer DK32 { float dk32[]; };
@@ -95,8 +104,15 @@ float ld(uint binding, uint i)
     return bits16_to_f32(u, DTYPE);
 }
 
+/* Elements base, +sd, +2sd, +3sd of q (0), k (1), v (2) or dO (8); with VEC4 in one load. */
 vec4 ld4(uint binding, uint base, uint sd)
 {
+    if (VEC4) {
+        const uint i = base / 4;
+        if (DTYPE == 0) return binding == 0 ? q4[i] : binding == 1 ? k4[i] : binding == 2 ? v4[i] : do4[i];
+        return bits16x4_to_f32(binding == 0 ? q16x4[i] : binding == 1 ? k16x4[i] : binding == 2 ? v16x4[i] : do16x4[i],
+                               DTYPE);
+    }
     return vec4(ld(binding, base), ld(binding, base + sd), ld(binding, base + 2 * sd), ld(binding, base + 3 * sd));
 }
 

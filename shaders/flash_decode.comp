@@ -38,6 +38,7 @@ layout(constant_id = 10) const bool SOFTCAP = false;
 layout(constant_id = 11) const bool ALIBI = false;
 layout(constant_id = 12) const bool PAGED = false;
 layout(constant_id = 13) const bool DIRECT = false;
+layout(constant_id = 14) const bool VEC4 = false;   /* q, k, v: unit d stride, rows 4-element aligned */
 
 /* Mirrors vk_decode_args in vulkan_decode.c. */
 layout(binding = 5, std430) readonly buffer Extra {
@@ -57,10 +58,16 @@ layout(binding = 5, std430) readonly buffer Extra {
 
 layout(binding = 0, std430) readonly buffer Q32 { float q32[]; };
 layout(binding = 0, std430) readonly buffer Q16 { uint16_t q16[]; };
+layout(binding = 0, std430) readonly buffer Q128 { vec4 q4[]; };   /* VEC4 views: 4 elements a load */
+layout(binding = 0, std430) readonly buffer Q64 { uvec2 q16x4[]; };
 layout(binding = 1, std430) readonly buffer K32 { float k32[]; };
 layout(binding = 1, std430) readonly buffer K16 { uint16_t k16[]; };
+layout(binding = 1, std430) readonly buffer K128 { vec4 k4[]; };
+layout(binding = 1, std430) readonly buffer K64 { uvec2 k16x4[]; };
 layout(binding = 2, std430) readonly buffer V32 { float v32[]; };
 layout(binding = 2, std430) readonly buffer V16 { uint16_t v16[]; };
+layout(binding = 2, std430) readonly buffer V128 { vec4 v4[]; };
+layout(binding = 2, std430) readonly buffer V64 { uvec2 v16x4[]; };
 layout(binding = 3, std430) writeonly buffer O32 { float o32[]; };   /* DIRECT: o; else f32 partials */
 layout(binding = 3, std430) writeonly buffer O16 { uint16_t o16[]; };
 layout(binding = 4, std430) writeonly buffer LSE { float lse32[]; }; /* DIRECT: lse; else partial LSEs */
@@ -85,6 +92,25 @@ shared uint key_batch[Bc]; /* cache_batch() of each key of the block */
 float load16or32_q(uint i) { return DTYPE == 0 ? q32[i] : bits16_to_f32(uint(q16[i]), DTYPE); }
 float load_k(uint i) { return DTYPE == 0 ? k32[i] : bits16_to_f32(uint(k16[i]), DTYPE); }
 float load_v(uint i) { return DTYPE == 0 ? v32[i] : bits16_to_f32(uint(v16[i]), DTYPE); }
+
+/* Elements i, i+sd, i+2sd, i+3sd; with VEC4 (sd 1, i a multiple of 4) in one load. */
+vec4 load4_q(uint i, uint sd)
+{
+    if (VEC4) return DTYPE == 0 ? q4[i / 4] : bits16x4_to_f32(q16x4[i / 4], DTYPE);
+    return vec4(load16or32_q(i), load16or32_q(i + sd), load16or32_q(i + 2 * sd), load16or32_q(i + 3 * sd));
+}
+
+vec4 load4_k(uint i, uint sd)
+{
+    if (VEC4) return DTYPE == 0 ? k4[i / 4] : bits16x4_to_f32(k16x4[i / 4], DTYPE);
+    return vec4(load_k(i), load_k(i + sd), load_k(i + 2 * sd), load_k(i + 3 * sd));
+}
+
+vec4 load4_v(uint i, uint sd)
+{
+    if (VEC4) return DTYPE == 0 ? v4[i / 4] : bits16x4_to_f32(v16x4[i / 4], DTYPE);
+    return vec4(load_v(i), load_v(i + sd), load_v(i + 2 * sd), load_v(i + 3 * sd));
+}
 
 float row_group_max(float x)
 {
@@ -131,8 +157,7 @@ void main()
         if (rr < rows) {
             const uint qi = (row0 + rr) % Sq, qh = hk * args.group + (row0 + rr) / Sq;
             const uint base = args.q_base + b * args.q_sb + qi * args.q_ss + qh * args.q_sh + c4 * args.q_sd;
-            val = vec4(load16or32_q(base), load16or32_q(base + args.q_sd), load16or32_q(base + 2 * args.q_sd),
-                       load16or32_q(base + 3 * args.q_sd)) * args.scale_log2;
+            val = load4_q(base, args.q_sd) * args.scale_log2;
         }
         Qs[rr * ROW4 + c4 / 4] = val;
     }
@@ -165,8 +190,8 @@ void main()
                 const uint j = uint(col0) + c, in_page = PAGED ? j % args.page_size : j;
                 const uint kb = args.k_base + key_batch[c] * args.k_sb + in_page * args.k_ss + hk * args.k_sh + c4 * args.k_sd;
                 const uint vb = args.v_base + key_batch[c] * args.v_sb + in_page * args.v_ss + hk * args.v_sh + c4 * args.v_sd;
-                kv = vec4(load_k(kb), load_k(kb + args.k_sd), load_k(kb + 2 * args.k_sd), load_k(kb + 3 * args.k_sd));
-                vv = vec4(load_v(vb), load_v(vb + args.v_sd), load_v(vb + 2 * args.v_sd), load_v(vb + 3 * args.v_sd));
+                kv = load4_k(kb, args.k_sd);
+                vv = load4_v(vb, args.v_sd);
             }
             Ks[c * ROW4 + c4 / 4] = kv;
             Vs[c * ROW4 + c4 / 4] = vv;
@@ -206,10 +231,12 @@ void main()
         m_i = m_new;
         barrier();
 
-        [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] *= alpha;
-        for (uint c = 0; c < cols; c++) {
-            const float p = Ps[r * Bc + c];
-            [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] += p * Vs[c * ROW4 + t + j * T];
+        if (r < rows) { /* rows past R only helped load K and V */
+            [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] *= alpha;
+            for (uint c = 0; c < cols; c++) {
+                const float p = Ps[r * Bc + c];
+                [[unroll]] for (uint j = 0; j < ACC4; j++) acc[j] += p * Vs[c * ROW4 + t + j * T];
+            }
         }
     }
 

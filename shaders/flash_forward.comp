@@ -46,6 +46,7 @@ layout(constant_id = 10) const bool SOFTCAP = false;
 layout(constant_id = 11) const bool ALIBI = false;
 layout(constant_id = 12) const uint BIAS = 0;        /* 0 none, 1 f32, 2 the 16-bit DTYPE */
 layout(constant_id = 13) const bool VARLEN = false;  /* packed sequences: z is the sequence */
+layout(constant_id = 14) const bool VEC4 = false;    /* q, k, v: unit d stride, rows 4-element aligned */
 
 /* Element offsets and strides (in elements of each tensor's dtype). */
 layout(push_constant) uniform Args {
@@ -62,10 +63,16 @@ layout(push_constant) uniform Args {
 /* Each binding is seen as f32 and as 16-bit words; DTYPE picks which one is used. */
 layout(binding = 0, std430) readonly buffer Q32 { float q32[]; };
 layout(binding = 0, std430) readonly buffer Q16 { uint16_t q16[]; };
+layout(binding = 0, std430) readonly buffer Q128 { vec4 q4[]; };   /* VEC4 views: 4 elements a load */
+layout(binding = 0, std430) readonly buffer Q64 { uvec2 q16x4[]; };
 layout(binding = 1, std430) readonly buffer K32 { float k32[]; };
 layout(binding = 1, std430) readonly buffer K16 { uint16_t k16[]; };
+layout(binding = 1, std430) readonly buffer K128 { vec4 k4[]; };
+layout(binding = 1, std430) readonly buffer K64 { uvec2 k16x4[]; };
 layout(binding = 2, std430) readonly buffer V32 { float v32[]; };
 layout(binding = 2, std430) readonly buffer V16 { uint16_t v16[]; };
+layout(binding = 2, std430) readonly buffer V128 { vec4 v4[]; };
+layout(binding = 2, std430) readonly buffer V64 { uvec2 v16x4[]; };
 layout(binding = 3, std430) writeonly buffer O32 { float o32[]; };
 layout(binding = 3, std430) writeonly buffer O16 { uint16_t o16[]; };
 layout(binding = 4, std430) writeonly buffer LSE { float lse32[]; };
@@ -104,6 +111,25 @@ uint f32_to_half_bits(float x) { return f32_to_bits16(x, DTYPE); }
 float load_q(uint i) { return DTYPE == 0 ? q32[i] : half_bits_to_f32(uint(q16[i])); }
 float load_k(uint i) { return DTYPE == 0 ? k32[i] : half_bits_to_f32(uint(k16[i])); }
 float load_v(uint i) { return DTYPE == 0 ? v32[i] : half_bits_to_f32(uint(v16[i])); }
+
+/* Elements i, i+sd, i+2sd, i+3sd; with VEC4 (sd 1, i a multiple of 4) in one load. */
+vec4 load4_q(uint i, uint sd)
+{
+    if (VEC4) return DTYPE == 0 ? q4[i / 4] : bits16x4_to_f32(q16x4[i / 4], DTYPE);
+    return vec4(load_q(i), load_q(i + sd), load_q(i + 2 * sd), load_q(i + 3 * sd));
+}
+
+vec4 load4_k(uint i, uint sd)
+{
+    if (VEC4) return DTYPE == 0 ? k4[i / 4] : bits16x4_to_f32(k16x4[i / 4], DTYPE);
+    return vec4(load_k(i), load_k(i + sd), load_k(i + 2 * sd), load_k(i + 3 * sd));
+}
+
+vec4 load4_v(uint i, uint sd)
+{
+    if (VEC4) return DTYPE == 0 ? v4[i / 4] : bits16x4_to_f32(v16x4[i / 4], DTYPE);
+    return vec4(load_v(i), load_v(i + sd), load_v(i + 2 * sd), load_v(i + 3 * sd));
+}
 
 void store_o(uint i, float x)
 {
@@ -154,8 +180,7 @@ void main()
         vec4 val = vec4(0.0);
         if (rr < rows) {
             const uint base = q_bh + (row0 + rr) * args.q_ss + x * args.q_sd;
-            val = vec4(load_q(base), load_q(base + args.q_sd), load_q(base + 2 * args.q_sd),
-                       load_q(base + 3 * args.q_sd)) * args.scale_log2;
+            val = load4_q(base, args.q_sd) * args.scale_log2;
         }
         Qs[rr * ROW4 + x / 4] = val;
     }
@@ -196,8 +221,8 @@ void main()
             if (c < cols) {
                 const uint kb = k_bh + (col0 + c) * args.k_ss + x * args.k_sd;
                 const uint vb = v_bh + (col0 + c) * args.v_ss + x * args.v_sd;
-                kv = vec4(load_k(kb), load_k(kb + args.k_sd), load_k(kb + 2 * args.k_sd), load_k(kb + 3 * args.k_sd));
-                vv = vec4(load_v(vb), load_v(vb + args.v_sd), load_v(vb + 2 * args.v_sd), load_v(vb + 3 * args.v_sd));
+                kv = load4_k(kb, args.k_sd);
+                vv = load4_v(vb, args.v_sd);
             }
             Ks[c * ROW4 + x / 4] = kv;
             Vs[c * ROW4 + x / 4] = vv;

@@ -17,7 +17,8 @@
  *
  * Window, softcap, ALiBi and bias (specialization constants 9..12, values in
  * the `Extra` block as in flash_forward.comp) act on S in that scalar
- * softmax; packed variable lengths are left to the scalar shader.
+ * softmax; packed variable lengths (13) shift every view to the sequence's
+ * rows, as in flash_forward.comp.
  *
  * Shared memory (the host's xfa_tile_layout in vulkan_pipeline.c): K and V,
  * Bc x (D+PAD) f16 each (Q passes through the same space first: Br <= 2 Bc);
@@ -45,6 +46,7 @@ layout(constant_id = 9) const bool WINDOW = false;   /* window_left/right from E
 layout(constant_id = 10) const bool SOFTCAP = false;
 layout(constant_id = 11) const bool ALIBI = false;
 layout(constant_id = 12) const uint BIAS = 0;        /* 0 none, 1 f32, 2 f16 */
+layout(constant_id = 13) const bool VARLEN = false;  /* packed sequences: z is the sequence */
 
 layout(push_constant) uniform Args {
     uint q_base, k_base, v_base, o_base, lse_base;
@@ -62,7 +64,7 @@ layout(binding = 1, std430) readonly buffer K16 { float16_t k16[]; };
 layout(binding = 2, std430) readonly buffer V16 { float16_t v16[]; };
 layout(binding = 3, std430) writeonly buffer O16 { float16_t o16[]; };
 layout(binding = 4, std430) writeonly buffer LSE { float lse32[]; };
-/* Mirrors vk_extra_args in vulkan_dispatch.c (the varlen fields are unused here). */
+/* Mirrors vk_extra_args in vulkan_dispatch.c. */
 layout(binding = 5, std430) readonly buffer Extra {
     int window_left, window_right; /* -1: no limit */
     float softcap;
@@ -73,6 +75,8 @@ layout(binding = 5, std430) readonly buffer Extra {
 layout(binding = 6, std430) readonly buffer Alibi { float alibi32[]; };
 layout(binding = 7, std430) readonly buffer Bias32 { float bias32[]; };
 layout(binding = 7, std430) readonly buffer Bias16 { float16_t bias16[]; };
+layout(binding = 8, std430) readonly buffer CuQ { int cu_q[]; };
+layout(binding = 9, std430) readonly buffer CuK { int cu_k[]; };
 
 const uint ROW = D + PAD;
 const uint TPR = SG / 16;   /* invocations per query row in the softmax */
@@ -128,14 +132,25 @@ void main()
     const uint rr = lane / TPR, tr = lane % TPR;  /* softmax: row within the subgroup, slot in the row */
     const uint r = sub * 16 + rr;                 /* row within the work-group */
     const uint row0 = gl_WorkGroupID.x * Br;
-    const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+    const uint h = gl_WorkGroupID.y;
     const uint hk = h / args.group;
-    const uint Sq = args.seqlen_q, Sk = args.seqlen_k;
+    /* Packed sequences: z is the sequence, its rows an offset into batch 0 of every view,
+     * its lengths from the offsets, clamped into the packed rows. */
+    uint b = gl_WorkGroupID.z, Sq = args.seqlen_q, Sk = args.seqlen_k, q0 = 0, k0 = 0;
+    if (VARLEN) {
+        const uint s = b;
+        b = 0;
+        q0 = uint(clamp(cu_q[extra.cu_q_base + s * extra.cu_q_s], 0, int(Sq)));
+        k0 = uint(clamp(cu_k[extra.cu_k_base + s * extra.cu_k_s], 0, int(Sk)));
+        Sq = uint(clamp(cu_q[extra.cu_q_base + (s + 1) * extra.cu_q_s], int(q0), int(Sq))) - q0;
+        Sk = uint(clamp(cu_k[extra.cu_k_base + (s + 1) * extra.cu_k_s], int(k0), int(Sk))) - k0;
+        if (row0 >= Sq) return; /* the grid covers max_seqlen_q rows; the whole work-group leaves */
+    }
     const uint rows = min(Br, Sq - row0);
     const int diag = int(Sk) - int(Sq);
 
     /* Q through shared memory into A matrices; the row-number matrix through S. */
-    const uint q_bh = args.q_base + b * args.q_sb + h * args.q_sh;
+    const uint q_bh = args.q_base + b * args.q_sb + q0 * args.q_ss + h * args.q_sh;
     for (uint i = tid; i < Br * D; i += WG) {
         const uint qr = i / D, x = i % D;
         KVs[qr * ROW + x] = qr < rows ? q16[q_bh + (row0 + qr) * args.q_ss + x * args.q_sd] : float16_t(0.0);
@@ -170,8 +185,8 @@ void main()
     uint bias_row = 0;
     if (BIAS != 0) bias_row = extra.bias_base + b * extra.bias_sb + row * extra.bias_ss + h * extra.bias_sh;
 
-    const uint k_bh = args.k_base + b * args.k_sb + hk * args.k_sh;
-    const uint v_bh = args.v_base + b * args.v_sb + hk * args.v_sh;
+    const uint k_bh = args.k_base + b * args.k_sb + k0 * args.k_ss + hk * args.k_sh;
+    const uint v_bh = args.v_base + b * args.v_sb + k0 * args.v_ss + hk * args.v_sh;
     for (uint col0 = uint(key_begin); int(col0) < key_end; col0 += Bc) {
         const uint cols = min(Bc, uint(key_end) - col0);
         barrier(); /* Q (first block) or the previous K and V are no longer read */
@@ -263,12 +278,12 @@ void main()
         coopMatStore(o, KVs, sub * 16 * ROW + j * 16, ROW, gl_CooperativeMatrixLayoutRowMajor);
     }
     subgroup_sync();
-    const uint o_bh = args.o_base + b * args.o_sb + h * args.o_sh;
+    const uint o_bh = args.o_base + b * args.o_sb + q0 * args.o_ss + h * args.o_sh;
     for (uint i = lane; i < 16 * D; i += SG) {
         const uint orow = sub * 16 + i / D, x = i % D;
         if (orow < rows) o16[o_bh + (row0 + orow) * args.o_ss + x * args.o_sd] = KVs[orow * ROW + x];
     }
     if (HAS_LSE && tr == 0 && r < rows)
-        lse32[args.lse_base + b * args.lse_sb + (row0 + r) * args.lse_ss + h * args.lse_sh] =
+        lse32[args.lse_base + b * args.lse_sb + (q0 + row0 + r) * args.lse_ss + h * args.lse_sh] =
             l_i > 0.0 ? (m_i + log2(l_i)) * LN2 : NEG_INF;
 }

@@ -24,6 +24,15 @@ uint f32_to_bits16(float x, uint dtype)
     return packHalf2x16(vec2(x, 0.0)) & 0xffffu;
 }
 
+/* Four consecutive 16-bit words (one 64-bit load) as f32 */
+vec4 bits16x4_to_f32(uvec2 w, uint dtype)
+{
+    if (dtype == 2)
+        return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xffff0000u), uintBitsToFloat(w.y << 16),
+                    uintBitsToFloat(w.y & 0xffff0000u));
+    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+}
+
 /* tanh from exp of a non-positive argument: never inf/inf, whatever |x| */
 float tanh_safe(float x)
 {

@@ -26,6 +26,7 @@ static void usage(FILE *f)
             "  --backend auto|cpu|opencl|vulkan|cuda   (default auto: CUDA > Vulkan > OpenCL > CPU, env XFA_BACKEND)\n"
             "  --device N          device index within the backend (0)\n"
             "  --batch B --seqlen N --seqlen-k N --heads H (2048/D) --heads-kv H --dim D\n"
+            "  --window L,R        sliding window: keys i-L..i+R (-1: no limit; with --causal R is 0)\n"
             "  --dtype f32|f16|bf16 --causal --layout bshd|bhsd --seed S --Br N --Bc N\n"
             "  --check / --no-check  run: force or skip the reference check (default: when affordable)\n"
             "  --seqlens 512,1024,...  --tokens T (batch = T / seqlen)  --warmup N --iters N --csv --json  (bench)\n"
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
     cli_options opts = {
         .backend = XFA_BACKEND_AUTO, .device = 0, .batch = 1, .seqlen = 1024, .seqlen_k = 0, .heads = 0,
         .heads_kv = 0, .dim = 64, .dtype = XFA_DTYPE_F16, .seed = 1, .check = -1, .tokens = 0,
-        .warmup = 2, .iters = 5,
+        .warmup = 2, .iters = 5, .window_left = -1, .window_right = -1,
     };
     const char *cmd = argv[1];
     if (!strcmp(cmd, "version")) {

@@ -82,8 +82,19 @@ static xfa_status record_backward(xfa_context *ctx, const xfa_backward_args *a)
     x.scale = f->scale;
 
     const uint64_t rows = (uint64_t)(f->batch * f->heads_q * f->seqlen_q);
-    if ((st = xfa_vk_ensure_scratch(ctx, rows * 4))) return st;
-    const VkDescriptorBufferInfo delta = {vk->scratch, 0, rows * 4};
+    VkDescriptorBufferInfo delta = {vk->scratch, 0, rows * 4};
+    if (a->scratch) { /* the caller's */
+        const VkDeviceSize start = (VkDeviceSize)a->scratch->native_offset + a->scratch_offset;
+        if (lim->minStorageBufferOffsetAlignment > 1 && start % lim->minStorageBufferOffsetAlignment)
+            return xfa_fail(ctx, XFA_ERROR_MISALIGNED,
+                            "params.scratch starts %llu bytes into its VkBuffer; the device needs a multiple of %llu",
+                            (unsigned long long)start, (unsigned long long)lim->minStorageBufferOffsetAlignment);
+        delta.buffer = ((const vk_buffer *)a->scratch->impl)->buffer;
+        delta.offset = start;
+    } else {
+        if ((st = xfa_vk_ensure_scratch(ctx, rows * 4))) return st;
+        delta.buffer = vk->scratch;
+    }
     infos[12] = delta;
     if ((st = xfa_vk_write_extra(ctx, vk->cmd, &x, sizeof x, &infos[5]))) return st;
 
@@ -98,12 +109,15 @@ static xfa_status record_backward(xfa_context *ctx, const xfa_backward_args *a)
         {(uint32_t)q_blocks, (uint32_t)f->heads_q, (uint32_t)f->batch},
     };
     const uint32_t bias = !f->has_bias ? 0 : f->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
+    const bool vec4 = xfa_vk_vec4_ok(x.q[0], x.q + 1) && xfa_vk_vec4_ok(x.k[0], x.k + 1) &&
+                      xfa_vk_vec4_ok(x.v[0], x.v + 1) && xfa_vk_vec4_ok(x.d_o[0], x.d_o + 1);
     for (uint32_t mode = MODE_DELTA; mode <= MODE_Q; mode++) {
         const uint32_t local = mode == MODE_DELTA ? 64 : mode == MODE_KV ? Bk * T : plan.Br * T;
-        const uint32_t spec[11] = {(uint32_t)f->head_dim, plan.Br, mode == MODE_KV ? Bk : plan.Bc, T,
-                                   (uint32_t)f->dtype, mode, f->softcap > 0.0f, f->has_alibi, bias, 4, local};
+        const uint32_t spec[12] = {(uint32_t)f->head_dim, plan.Br, mode == MODE_KV ? Bk : plan.Bc, T,
+                                   (uint32_t)f->dtype, mode, f->softcap > 0.0f, f->has_alibi, bias, 4, local,
+                                   vec4 && mode != MODE_DELTA};
         VkPipeline pipeline;
-        if ((st = xfa_vk_pipeline_spec(ctx, VK_SHADER_BACKWARD, spec, 11, &pipeline))) return st;
+        if ((st = xfa_vk_pipeline_spec(ctx, VK_SHADER_BACKWARD, spec, 12, &pipeline))) return st;
         xfa_vk_bind_and_dispatch(vk, vk->cmd, pipeline, infos, mode_groups[mode][0], mode_groups[mode][1],
                                  mode_groups[mode][2]);
         if (mode == MODE_DELTA) xfa_vk_compute_barrier(vk->cmd);

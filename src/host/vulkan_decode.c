@@ -214,11 +214,12 @@ static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, i
     x.softcap = a->softcap;
     x.scale_log2 = (float)(a->scale * 1.4426950408889634);
 
-    const uint32_t spec[14] = {(uint32_t)a->head_dim, Br, plan.Bc, T, (uint32_t)a->dtype, a->causal,
+    const bool vec4 = xfa_vk_vec4_ok(x.q[0], x.q + 1) && xfa_vk_vec4_ok(x.k[0], x.k + 1) && xfa_vk_vec4_ok(x.v[0], x.v + 1);
+    const uint32_t spec[15] = {(uint32_t)a->head_dim, Br, plan.Bc, T, (uint32_t)a->dtype, a->causal,
                                direct && a->has_lse, 4, Br * T, a->window_left >= 0,
-                               a->softcap > 0.0f, a->has_alibi, a->paged, direct};
+                               a->softcap > 0.0f, a->has_alibi, a->paged, direct, vec4};
     VkPipeline pipeline;
-    if ((st = xfa_vk_pipeline_spec(ctx, VK_SHADER_DECODE, spec, 14, &pipeline)) ||
+    if ((st = xfa_vk_pipeline_spec(ctx, VK_SHADER_DECODE, spec, 15, &pipeline)) ||
         (st = xfa_vk_write_extra(ctx, vk->cmd, &x, sizeof x, &infos[5])))
         return st;
     xfa_vk_bind_and_dispatch(vk, vk->cmd, pipeline, infos, (uint32_t)gx, (uint32_t)a->heads_kv, (uint32_t)a->batch);

@@ -1,8 +1,10 @@
 /*
  * vulkan_dispatch.c - records one forward call: pipeline, push descriptors for
- * the five tensors, push constants with element offsets and strides, and the
- * dispatch over (query blocks, query heads, batch). Shared by the simple call
- * and xfa_vulkan_record_forward.
+ * the tensors, push constants with element offsets and strides, the features'
+ * extra arguments when the call has any, and the dispatch over (query blocks,
+ * query heads, batch or sequence). Shared by the simple call and
+ * xfa_vulkan_record_forward; also the descriptor and dispatch helpers that
+ * decode, merge and backward use.
  */
 #include "vulkan_internal.h"
 
@@ -39,7 +41,8 @@ xfa_status xfa_vk_write_extra(xfa_context *ctx, VkCommandBuffer cmd, const void 
                               VkDescriptorBufferInfo *info)
 {
     vk_context *vk = ctx->impl;
-    if (bytes > VK_EXTRA_SLOT_BYTES) return xfa_fail(ctx, XFA_ERROR_BACKEND_FAILURE, "extra arguments of %zu bytes exceed a slot", bytes);
+    if (bytes > VK_EXTRA_SLOT_BYTES)
+        return xfa_fail(ctx, XFA_ERROR_BACKEND_FAILURE, "extra arguments of %zu bytes exceed a slot", bytes);
     const VkDeviceSize offset = (VkDeviceSize)(vk->extra_next++ % VK_EXTRA_SLOTS) * VK_EXTRA_SLOT_BYTES;
     /* The slot may still be read by an earlier dispatch (write-after-read), and the
      * dispatch that follows reads what is written here. */
@@ -84,6 +87,11 @@ xfa_status xfa_vk_describe(xfa_context *ctx, const char *name, const xfa_tensor 
 
 void xfa_vk_strides(const xfa_tensor *t, uint32_t *out, int n) { strides(t, out, n); }
 
+bool xfa_vk_vec4_ok(uint32_t base, const uint32_t stride[4])
+{
+    return stride[3] == 1 && base % 4 == 0 && stride[0] % 4 == 0 && stride[1] % 4 == 0 && stride[2] % 4 == 0;
+}
+
 /* The extra arguments and descriptors 5..9 of a call with features beyond causal. */
 static xfa_status describe_features(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *a,
                                     VkDescriptorBufferInfo infos[VK_BINDINGS])
@@ -125,15 +133,11 @@ bool xfa_vk_has_features(const xfa_forward_args *a)
            a->has_bias || a->varlen;
 }
 
-xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *call)
+xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *a)
 {
     vk_context *vk = ctx->impl;
     const VkPhysicalDeviceLimits *lim = &vk->caps.props.limits;
-    /* Calls with features the matrix path lacks run on the scalar one, with its own plan. */
-    xfa_forward_args routed = *call;
-    const xfa_forward_args *a = &routed;
-    xfa_status st = xfa_vk_route(ctx, &routed);
-    if (st) return st;
+    xfa_status st;
     const int64_t rows = a->varlen ? a->max_seqlen_q : a->seqlen_q, batch = a->varlen ? a->sequences : a->batch;
     const uint64_t groups_x = ((uint64_t)rows + a->plan.Br - 1) / a->plan.Br;
     if (groups_x > lim->maxComputeWorkGroupCount[0] || (uint64_t)a->heads_q > lim->maxComputeWorkGroupCount[1] ||
@@ -147,8 +151,10 @@ xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xf
     vk_push_args push;
     memset(&push, 0, sizeof push);
     VkDescriptorBufferInfo infos[VK_BINDINGS];
-    if ((st = xfa_vk_describe(ctx, "q", &a->q, &infos[0], &push.q_base)) || (st = xfa_vk_describe(ctx, "k", &a->k, &infos[1], &push.k_base)) ||
-        (st = xfa_vk_describe(ctx, "v", &a->v, &infos[2], &push.v_base)) || (st = xfa_vk_describe(ctx, "o", &a->o, &infos[3], &push.o_base)))
+    if ((st = xfa_vk_describe(ctx, "q", &a->q, &infos[0], &push.q_base)) ||
+        (st = xfa_vk_describe(ctx, "k", &a->k, &infos[1], &push.k_base)) ||
+        (st = xfa_vk_describe(ctx, "v", &a->v, &infos[2], &push.v_base)) ||
+        (st = xfa_vk_describe(ctx, "o", &a->o, &infos[3], &push.o_base)))
         return st;
     if (a->has_lse) {
         if ((st = xfa_vk_describe(ctx, "lse", &a->lse, &infos[4], &push.lse_base))) return st;
@@ -174,7 +180,9 @@ xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xf
     push.scale_log2 = (float)(a->scale * 1.4426950408889634);
 
     VkPipeline pipeline;
-    if ((st = xfa_vk_pipeline_get(ctx, a, &pipeline))) return st;
+    const bool vec4 = xfa_vk_vec4_ok(push.q_base, push.q_stride) && xfa_vk_vec4_ok(push.k_base, push.k_stride) &&
+                      xfa_vk_vec4_ok(push.v_base, push.v_stride);
+    if ((st = xfa_vk_pipeline_get(ctx, a, vec4, &pipeline))) return st;
     VkWriteDescriptorSet writes[VK_BINDINGS];
     for (uint32_t i = 0; i < VK_BINDINGS; i++) {
         const VkWriteDescriptorSet w = {

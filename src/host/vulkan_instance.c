@@ -312,7 +312,6 @@ void xfa_vk_fill_info(const vk_device_caps *caps, bool coopmat, xfa_device_info 
     info->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
     info->compute_units = caps->compute_units; /* 0 when the device does not say */
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
-    /* The matrix path hands calls with packed variable lengths to the scalar one. */
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
                      XFA_FEATURE_ENGINE_HANDLES | XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI |
                      XFA_FEATURE_BIAS | XFA_FEATURE_VARLEN | XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV |

@@ -277,23 +277,10 @@ xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_
     return XFA_SUCCESS;
 }
 
-xfa_status xfa_vk_route(xfa_context *ctx, xfa_forward_args *a)
-{
-    const vk_context *vk = ctx->impl;
-    /* The matrix shader has every feature but packed variable lengths. */
-    if (!uses_coopmat(vk, a->dtype) || !a->varlen || strcmp(a->plan.path, "coopmat") != 0) return XFA_SUCCESS;
-    char msg[XFA_MESSAGE_SIZE];
-    const xfa_plan_limits lim = limits(vk);
-    const xfa_tile_layout layout = scalar_layout(vk);
-    xfa_status st = xfa_plan_make(&lim, &layout, (uint32_t)a->head_dim, a->dtype, &a->plan, msg);
-    return st ? xfa_fail(ctx, st, "%s", msg) : XFA_SUCCESS;
-}
-
-static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
+static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a, bool vec4)
 {
     vk_pipeline_key key;
     memset(&key, 0, sizeof key);
-    /* xfa_vk_route has sent calls with features to the scalar path (and its plan). */
     key.path = uses_coopmat(vk, a->dtype) && strcmp(a->plan.path, "coopmat") == 0 ? VK_PATH_COOPMAT : VK_PATH_SCALAR;
     key.head_dim = (uint32_t)a->head_dim;
     key.Br = a->plan.Br;
@@ -306,7 +293,8 @@ static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
     key.softcap = a->softcap > 0.0f;
     key.alibi = a->has_alibi;
     key.bias = !a->has_bias ? 0 : a->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
-    key.varlen = a->varlen; /* scalar only (xfa_vk_route) */
+    key.varlen = a->varlen;
+    key.vec4 = key.path == VK_PATH_SCALAR && vec4;
     return key;
 }
 
@@ -316,7 +304,7 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
     /* constant_id 0..8 of flash_forward.comp (id 3: invocations per row, PAD 4 floats) and of
      * flash_forward_coopmat.comp (id 3: subgroup size, PAD 8 halves), in order. */
     const bool coop = key->path == VK_PATH_COOPMAT;
-    const uint32_t values[14] = {key->head_dim,
+    const uint32_t values[15] = {key->head_dim,
                                 key->Br,
                                 key->Bc,
                                 coop ? vk->caps.subgroup_size : key->threads_per_row,
@@ -329,10 +317,11 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
                                 key->softcap ? VK_TRUE : VK_FALSE,
                                 key->alibi ? VK_TRUE : VK_FALSE,
                                 key->bias,
-                                key->varlen ? VK_TRUE : VK_FALSE};
-    /* ids 9..12 (window, softcap, ALiBi, bias) are in both shaders, 13 (varlen) in the scalar one */
-    const uint32_t n_values = coop ? 13 : 14;
-    VkSpecializationMapEntry entries[14];
+                                key->varlen ? VK_TRUE : VK_FALSE,
+                                key->vec4 ? VK_TRUE : VK_FALSE};
+    /* ids 9..13 (the features) are in both shaders, 14 (4-element loads) in the scalar one */
+    const uint32_t n_values = coop ? 14 : 15;
+    VkSpecializationMapEntry entries[15];
     for (uint32_t i = 0; i < n_values; i++) {
         const VkSpecializationMapEntry e = {i, i * 4, 4};
         entries[i] = e;
@@ -359,10 +348,10 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
     return XFA_SUCCESS;
 }
 
-xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, VkPipeline *out)
+xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, bool vec4, VkPipeline *out)
 {
     vk_context *vk = ctx->impl;
-    const vk_pipeline_key key = key_for(vk, args);
+    const vk_pipeline_key key = key_for(vk, args, vec4);
     for (size_t i = 0; i < vk->n_pipelines; i++)
         if (memcmp(&vk->pipelines[i].key, &key, sizeof key) == 0) {
             *out = vk->pipelines[i].pipeline;
