@@ -3,7 +3,7 @@
  * algorithm of cpu_backward.c: P is recomputed block by block from Q, K and
  * the forward's LSE, so no Sq x Sk matrix exists; deterministic, since each
  * work-group owns what it writes (no atomics):
- *   xfa_bwd_delta: D_i = rowsum(dO_i * O_i), f32 in scratch [b][h][i];
+ *   xfa_bwd_delta: D_i = rowsum(dO_i * O_i), f32 in scratch [b][h][i] (the caller's or the context's);
  *   xfa_bwd_kv:    per K/V block (BC keys of KV head hk), dV_j = sum_i P_ij dO_i and
  *                  dK_j = scale sum_i dS_ij Q_i over every query row of the GQA group;
  *   xfa_bwd_q:     per query block (BR rows of head h), dQ_i = scale sum_j dS_ij K_j,
@@ -57,7 +57,8 @@ static inline ushort bf16_from_f32(float x)
     __global const elem_t *q, __global const elem_t *k, __global const elem_t *v, __global const elem_t *o,          \
         __global const elem_t *d_o, __global const float *lse, __global float *delta, __global const float *alibi,   \
         __global const uchar *bias, const ulong q_off, const ulong k_off, const ulong v_off, const ulong o_off,      \
-        const ulong do_off, const ulong lse_off, const ulong alibi_off, const ulong bias_off, const long4 q_stride,  \
+        const ulong do_off, const ulong lse_off, const ulong delta_off, const ulong alibi_off, const ulong bias_off, \
+        const long4 q_stride,                                                                                       \
         const long4 k_stride, const long4 v_stride, const long4 o_stride, const long4 do_stride,                    \
         const long4 lse_stride, const long4 bias_stride, const long2 alibi_stride, const int seqlen_q,              \
         const int seqlen_k, const int heads_q, const int group, const int window_left, const int window_right,     \
@@ -67,6 +68,7 @@ static inline ushort bf16_from_f32(float x)
 __kernel void xfa_bwd_delta(PROBLEM_PARAMS)
 {
     const int i = (int)get_global_id(0), h = (int)get_global_id(1), b = (int)get_global_id(2);
+    delta += delta_off;
     const long o_at = o_off + b * o_stride.s0 + (long)i * o_stride.s1 + h * o_stride.s2;
     const long do_at = do_off + b * do_stride.s0 + (long)i * do_stride.s1 + h * do_stride.s2;
     float sum = 0.0f;
@@ -129,6 +131,7 @@ xfa_bwd_kv(PROBLEM_PARAMS, __global elem_t *dk, __global elem_t *dv, const ulong
     __local float D_i[BR];
 
     const int WG = BC * T;
+    delta += delta_off;
     const int lid = (int)get_local_id(0), c_own = lid / T, t = lid % T;
     const int col0 = (int)get_group_id(0) * BC, hk = (int)get_group_id(1), b = (int)get_group_id(2);
     const int cols = min(BC, seqlen_k - col0);
@@ -218,6 +221,7 @@ xfa_bwd_q(PROBLEM_PARAMS, __global elem_t *dq, const ulong dq_off, const long4 d
     __local float D_i[BR];
 
     const int WG = BR * T;
+    delta += delta_off;
     const int lid = (int)get_local_id(0), r = lid / T, t = lid % T;
     const int row0 = (int)get_group_id(0) * BR, h = (int)get_group_id(1), b = (int)get_group_id(2);
     const int hk = h / group;

@@ -72,15 +72,15 @@ static xfa_status backward_kernels(xfa_context *ctx, const xfa_forward_args *f, 
 }
 
 /* The arguments every backward kernel starts with (PROBLEM_PARAMS in the kernel); returns the next index. */
-static cl_int problem_args(cl_kernel kernel, const xfa_backward_args *a, cl_mem delta, cl_uint *next)
+static cl_int problem_args(cl_kernel kernel, const xfa_backward_args *a, cl_mem delta, cl_ulong delta_off, cl_uint *next)
 {
     const xfa_forward_args *f = &a->fwd;
     const cl_mem q = mem_of(&f->q);
     const cl_mem mems[9] = {q, mem_of(&f->k), mem_of(&f->v), mem_of(&f->o), mem_of(&a->d_o), mem_of(&f->lse), delta,
                             f->has_alibi ? mem_of(&f->alibi) : q, f->has_bias ? mem_of(&f->bias) : q};
-    const cl_ulong offs[8] = {xfa_opencl_elem_offset(&f->q), xfa_opencl_elem_offset(&f->k),
+    const cl_ulong offs[9] = {xfa_opencl_elem_offset(&f->q), xfa_opencl_elem_offset(&f->k),
                               xfa_opencl_elem_offset(&f->v), xfa_opencl_elem_offset(&f->o),
-                              xfa_opencl_elem_offset(&a->d_o), xfa_opencl_elem_offset(&f->lse),
+                              xfa_opencl_elem_offset(&a->d_o), xfa_opencl_elem_offset(&f->lse), delta_off,
                               f->has_alibi ? xfa_opencl_elem_offset(&f->alibi) : 0,
                               f->has_bias ? xfa_opencl_elem_offset(&f->bias) : 0};
     const cl_long4 none = {{0, 0, 0, 0}};
@@ -104,7 +104,7 @@ static cl_int problem_args(cl_kernel kernel, const xfa_backward_args *a, cl_mem 
     cl_int err = CL_SUCCESS;
     cl_uint i = 0;
     for (int x = 0; x < 9; x++) err |= clSetKernelArg(kernel, i++, sizeof mems[x], &mems[x]);
-    for (int x = 0; x < 8; x++) err |= clSetKernelArg(kernel, i++, sizeof offs[x], &offs[x]);
+    for (int x = 0; x < 9; x++) err |= clSetKernelArg(kernel, i++, sizeof offs[x], &offs[x]);
     for (int x = 0; x < 7; x++) err |= clSetKernelArg(kernel, i++, sizeof strides[x], &strides[x]);
     err |= clSetKernelArg(kernel, i++, sizeof alibi_stride, &alibi_stride);
     for (int x = 0; x < 6; x++) err |= clSetKernelArg(kernel, i++, sizeof ints[x], &ints[x]);
@@ -125,20 +125,27 @@ xfa_status xfa_opencl_backward(xfa_context *ctx, const xfa_backward_args *a)
     uint32_t Br, Bc;
     xfa_status st = backward_kernels(ctx, f, kernels, &Br, &Bc);
     if (st) return st;
+    /* D_i in the caller's scratch (256-byte aligned offset) or the context's. */
     cl_mem delta;
-    if ((st = xfa_opencl_scratch(ctx, (size_t)(f->batch * f->heads_q * f->seqlen_q) * sizeof(float), &delta))) return st;
+    cl_ulong delta_off = 0;
+    if (a->scratch) {
+        delta = (cl_mem)a->scratch->impl;
+        delta_off = (cl_ulong)((a->scratch->native_offset + a->scratch_offset) / sizeof(float));
+    } else if ((st = xfa_opencl_scratch(ctx, a->scratch_bytes, &delta))) {
+        return st;
+    }
     const uint32_t T = backward_layout.threads_per_row;
 
     /* D_i */
     cl_uint next;
-    cl_int err = problem_args(kernels[0], a, delta, &next);
+    cl_int err = problem_args(kernels[0], a, delta, delta_off, &next);
     if (err != CL_SUCCESS) return xfa_fail(ctx, XFA_ERROR_BACKEND_FAILURE, "clSetKernelArg (backward delta) failed (%d)", err);
     const size_t rows_global[3] = {(size_t)f->seqlen_q, (size_t)f->heads_q, (size_t)f->batch};
     if ((st = xfa_opencl_enqueue(ctx, "clEnqueueNDRangeKernel (backward delta)", kernels[0], 3, rows_global, NULL)))
         return st;
 
     /* dK, dV per K/V block */
-    err = problem_args(kernels[1], a, delta, &next);
+    err = problem_args(kernels[1], a, delta, delta_off, &next);
     const cl_mem dk = mem_of(&a->dk), dv = mem_of(&a->dv), dq = mem_of(&a->dq);
     const cl_ulong dk_off = xfa_opencl_elem_offset(&a->dk), dv_off = xfa_opencl_elem_offset(&a->dv);
     const cl_ulong dq_off = xfa_opencl_elem_offset(&a->dq);
@@ -156,7 +163,7 @@ xfa_status xfa_opencl_backward(xfa_context *ctx, const xfa_backward_args *a)
         return st;
 
     /* dQ per query block */
-    err = problem_args(kernels[2], a, delta, &next);
+    err = problem_args(kernels[2], a, delta, delta_off, &next);
     err |= clSetKernelArg(kernels[2], next++, sizeof dq, &dq);
     err |= clSetKernelArg(kernels[2], next++, sizeof dq_off, &dq_off);
     err |= clSetKernelArg(kernels[2], next++, sizeof dq_s, &dq_s);
