@@ -183,7 +183,7 @@ static xfa_status opencl_forward(xfa_context *ctx, const xfa_forward_args *a)
     cl_kernel kernel;
     xfa_status st = xfa_opencl_kernel_for(ctx, &a->plan, &kernel);
     if (st) return st;
-    if (a->seqlen_q > INT32_MAX || a->seqlen_k > INT32_MAX)
+    if (a->seqlen_q + a->seqlen_k > INT32_MAX / 4) /* row + diagonal + window stays in 32 bits */
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "seqlen_q %lld, seqlen_k %lld: the OpenCL kernels index rows in 32 bits",
                         (long long)a->seqlen_q, (long long)a->seqlen_k);
 
@@ -216,8 +216,8 @@ static xfa_status opencl_forward(xfa_context *ctx, const xfa_forward_args *a)
     }
     const bool extras = a->softcap > 0.0f || a->has_alibi || a->has_bias;
     const cl_int ints[5] = {(cl_int)a->seqlen_q, (cl_int)a->seqlen_k, (cl_int)(a->heads_q / a->heads_kv),
-                            a->window_left < 0 ? -1 : (cl_int)(a->window_left > INT32_MAX ? INT32_MAX : a->window_left),
-                            a->window_right < 0 ? -1 : (cl_int)(a->window_right > INT32_MAX ? INT32_MAX : a->window_right)};
+                            xfa_opencl_window(a->window_left, a->seqlen_q + a->seqlen_k),
+                            xfa_opencl_window(a->window_right, a->seqlen_q + a->seqlen_k)};
     /* Without extras log2(e) is folded into Q; with them scores are finished in natural units first. */
     const cl_float q_scale = (cl_float)(extras ? a->scale : a->scale * 1.4426950408889634), softcap = a->softcap;
     const cl_int flags = (a->has_lse ? FLAG_LSE : 0) | (a->has_alibi ? FLAG_ALIBI : 0) | (a->has_bias ? FLAG_BIAS : 0) |

@@ -32,17 +32,6 @@ static const xfa_tile_layout backward_layout = {
     .threads_per_row = 8,
 };
 
-static const char *dtype_macro(xfa_dtype dtype)
-{
-    switch (dtype) {
-    case XFA_DTYPE_F16: return "XFA_DTYPE_F16";
-    case XFA_DTYPE_BF16: return "XFA_DTYPE_BF16";
-    default: return "XFA_DTYPE_F32";
-    }
-}
-
-static cl_mem mem_of(const xfa_tensor *t) { return (cl_mem)t->buffer->impl; }
-
 /* Br, Bc for the call and the three kernels built for them. */
 static xfa_status backward_kernels(xfa_context *ctx, const xfa_forward_args *f, cl_kernel kernels[3], uint32_t *Br,
                                    uint32_t *Bc)
@@ -62,7 +51,7 @@ static xfa_status backward_kernels(xfa_context *ctx, const xfa_forward_args *f, 
     char options[256];
     snprintf(options, sizeof options,
              "-cl-std=CL1.2 -DXFA_PATH=backward -DD=%u -DBR=%u -DBC=%u -DPAD=%u -DTHREADS_PER_ROW=%u -D%s",
-             (unsigned)f->head_dim, *Br, *Bc, L->row_pad, L->threads_per_row, dtype_macro(f->dtype));
+             (unsigned)f->head_dim, *Br, *Bc, L->row_pad, L->threads_per_row, xfa_opencl_dtype_macro(f->dtype));
     static const char *const names[3] = {"xfa_bwd_delta", "xfa_bwd_kv", "xfa_bwd_q"};
     for (int i = 0; i < 3; i++)
         if ((st = xfa_opencl_kernel_named(ctx, "backward kernels", xfa_cl_flash_backward, names[i], options, &kernels[i],
@@ -75,9 +64,9 @@ static xfa_status backward_kernels(xfa_context *ctx, const xfa_forward_args *f, 
 static cl_int problem_args(cl_kernel kernel, const xfa_backward_args *a, cl_mem delta, cl_ulong delta_off, cl_uint *next)
 {
     const xfa_forward_args *f = &a->fwd;
-    const cl_mem q = mem_of(&f->q);
-    const cl_mem mems[9] = {q, mem_of(&f->k), mem_of(&f->v), mem_of(&f->o), mem_of(&a->d_o), mem_of(&f->lse), delta,
-                            f->has_alibi ? mem_of(&f->alibi) : q, f->has_bias ? mem_of(&f->bias) : q};
+    const cl_mem q = xfa_opencl_mem(&f->q);
+    const cl_mem mems[9] = {q, xfa_opencl_mem(&f->k), xfa_opencl_mem(&f->v), xfa_opencl_mem(&f->o), xfa_opencl_mem(&a->d_o), xfa_opencl_mem(&f->lse), delta,
+                            f->has_alibi ? xfa_opencl_mem(&f->alibi) : q, f->has_bias ? xfa_opencl_mem(&f->bias) : q};
     const cl_ulong offs[9] = {xfa_opencl_elem_offset(&f->q), xfa_opencl_elem_offset(&f->k),
                               xfa_opencl_elem_offset(&f->v), xfa_opencl_elem_offset(&f->o),
                               xfa_opencl_elem_offset(&a->d_o), xfa_opencl_elem_offset(&f->lse), delta_off,
@@ -96,8 +85,8 @@ static cl_int problem_args(cl_kernel kernel, const xfa_backward_args *a, cl_mem 
     }
     const cl_int ints[6] = {(cl_int)f->seqlen_q, (cl_int)f->seqlen_k, (cl_int)f->heads_q,
                             (cl_int)(f->heads_q / f->heads_kv),
-                            f->window_left < 0 ? -1 : (cl_int)(f->window_left > INT32_MAX ? INT32_MAX : f->window_left),
-                            f->window_right < 0 ? -1 : (cl_int)(f->window_right > INT32_MAX ? INT32_MAX : f->window_right)};
+                            xfa_opencl_window(f->window_left, f->seqlen_q + f->seqlen_k),
+                            xfa_opencl_window(f->window_right, f->seqlen_q + f->seqlen_k)};
     const cl_float scale = f->scale, softcap = f->softcap;
     const cl_int flags = (f->has_alibi ? 2 : 0) | (f->has_bias ? 4 : 0) |
                          (f->has_bias && f->bias.dtype == XFA_DTYPE_F32 ? 8 : 0);
@@ -118,7 +107,7 @@ static cl_int problem_args(cl_kernel kernel, const xfa_backward_args *a, cl_mem 
 xfa_status xfa_opencl_backward(xfa_context *ctx, const xfa_backward_args *a)
 {
     const xfa_forward_args *f = &a->fwd;
-    if (f->seqlen_q > INT32_MAX || f->seqlen_k > INT32_MAX)
+    if (f->seqlen_q + f->seqlen_k > INT32_MAX / 4) /* row + diagonal + window stays in 32 bits */
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "seqlen_q %lld, seqlen_k %lld: the OpenCL kernels index rows in 32 bits",
                         (long long)f->seqlen_q, (long long)f->seqlen_k);
     cl_kernel kernels[3];
@@ -146,7 +135,7 @@ xfa_status xfa_opencl_backward(xfa_context *ctx, const xfa_backward_args *a)
 
     /* dK, dV per K/V block */
     err = problem_args(kernels[1], a, delta, delta_off, &next);
-    const cl_mem dk = mem_of(&a->dk), dv = mem_of(&a->dv), dq = mem_of(&a->dq);
+    const cl_mem dk = xfa_opencl_mem(&a->dk), dv = xfa_opencl_mem(&a->dv), dq = xfa_opencl_mem(&a->dq);
     const cl_ulong dk_off = xfa_opencl_elem_offset(&a->dk), dv_off = xfa_opencl_elem_offset(&a->dv);
     const cl_ulong dq_off = xfa_opencl_elem_offset(&a->dq);
     const cl_long4 dk_s = xfa_opencl_strides(&a->dk), dv_s = xfa_opencl_strides(&a->dv), dq_s = xfa_opencl_strides(&a->dq);

@@ -23,15 +23,6 @@ extern const char xfa_cl_flash_decode[];
 enum { DEC_LSE = 1, DEC_ALIBI = 2, DEC_CAUSAL = 4, DEC_PAGED = 8, DEC_DIRECT = 16 };
 enum { MERGE_PART_F32 = 1, MERGE_OUT_F32 = 2, MERGE_PREV = 4, MERGE_OUT_LSE = 8 };
 
-static const char *dtype_macro(xfa_dtype dtype)
-{
-    switch (dtype) {
-    case XFA_DTYPE_F16: return "XFA_DTYPE_F16";
-    case XFA_DTYPE_BF16: return "XFA_DTYPE_BF16";
-    default: return "XFA_DTYPE_F32";
-    }
-}
-
 static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
 /* The decode program's kernel `name` for (D, dtype): tiles from the portable layout's plan, at most
@@ -51,14 +42,14 @@ static xfa_status decode_kernel(xfa_context *ctx, int64_t D, xfa_dtype dtype, co
     *threads = L->threads_per_row;
     char options[256];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DXFA_PATH=decode -DD=%u -DBR=%u -DBC=%u -DPAD=%u -DTHREADS_PER_ROW=%u -D%s",
-             (unsigned)D, *Br, plan.Bc, L->row_pad, L->threads_per_row, dtype_macro(dtype));
+             (unsigned)D, *Br, plan.Bc, L->row_pad, L->threads_per_row, xfa_opencl_dtype_macro(dtype));
     return xfa_opencl_kernel_named(ctx, "decode kernels", xfa_cl_flash_decode, name, options, kernel, NULL);
 }
 
 static xfa_status merge_kernel(xfa_context *ctx, xfa_dtype dtype, cl_kernel *kernel)
 {
     char options[128];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DXFA_PATH=merge -DXFA_MERGE_ONLY -D%s", dtype_macro(dtype));
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DXFA_PATH=merge -DXFA_MERGE_ONLY -D%s", xfa_opencl_dtype_macro(dtype));
     return xfa_opencl_kernel_named(ctx, "merge kernel", xfa_cl_flash_decode, "xfa_merge", options, kernel, NULL);
 }
 
@@ -82,16 +73,14 @@ static xfa_status args_done(xfa_context *ctx, const arg_list *l, const char *wha
                                 : XFA_SUCCESS;
 }
 
-static cl_mem mem_of(const xfa_tensor *t) { return (cl_mem)t->buffer->impl; }
-
 /* Block-table view: strides of the sequence and the page index; zero when contiguous. */
 static void table_args(const xfa_decode_args *a, cl_mem *bt, cl_ulong *bt_off, cl_long2 *bt_stride)
 {
-    *bt = mem_of(&a->seqlens);
+    *bt = xfa_opencl_mem(&a->seqlens);
     *bt_off = 0;
     bt_stride->s[0] = bt_stride->s[1] = 0;
     if (!a->paged) return;
-    *bt = mem_of(&a->block_table);
+    *bt = xfa_opencl_mem(&a->block_table);
     *bt_off = xfa_opencl_elem_offset(&a->block_table);
     bt_stride->s[0] = a->block_table.stride[0];
     bt_stride->s[1] = a->block_table.stride[3];
@@ -103,8 +92,8 @@ static xfa_status enqueue_append(xfa_context *ctx, const xfa_decode_args *a)
     uint32_t Br, T;
     xfa_status st = decode_kernel(ctx, a->head_dim, a->dtype, "xfa_kv_append", &kernel, &Br, &T);
     if (st) return st;
-    const cl_mem kn = mem_of(&a->k_new), vn = mem_of(&a->v_new), kc = mem_of(&a->k_cache), vc = mem_of(&a->v_cache);
-    const cl_mem lens = mem_of(&a->seqlens);
+    const cl_mem kn = xfa_opencl_mem(&a->k_new), vn = xfa_opencl_mem(&a->v_new), kc = xfa_opencl_mem(&a->k_cache), vc = xfa_opencl_mem(&a->v_cache);
+    const cl_mem lens = xfa_opencl_mem(&a->seqlens);
     cl_mem bt;
     cl_ulong bt_off;
     cl_long2 bt_stride;
@@ -141,9 +130,9 @@ static xfa_status enqueue_attention(xfa_context *ctx, const xfa_decode_args *a, 
     xfa_status st = decode_kernel(ctx, a->head_dim, a->dtype, "xfa_flash_decode", &kernel, &Br, &T);
     if (st) return st;
     const bool direct = splits == 1;
-    const cl_mem q = mem_of(&a->q), kc = mem_of(&a->k_cache), vc = mem_of(&a->v_cache), o = mem_of(&a->o);
-    const cl_mem lse = a->has_lse ? mem_of(&a->lse) : q, lens = mem_of(&a->seqlens);
-    const cl_mem parts = direct ? q : p->mem, alibi = a->has_alibi ? mem_of(&a->alibi) : q;
+    const cl_mem q = xfa_opencl_mem(&a->q), kc = xfa_opencl_mem(&a->k_cache), vc = xfa_opencl_mem(&a->v_cache), o = xfa_opencl_mem(&a->o);
+    const cl_mem lse = a->has_lse ? xfa_opencl_mem(&a->lse) : q, lens = xfa_opencl_mem(&a->seqlens);
+    const cl_mem parts = direct ? q : p->mem, alibi = a->has_alibi ? xfa_opencl_mem(&a->alibi) : q;
     cl_mem bt;
     cl_ulong bt_off;
     cl_long2 bt_stride;
@@ -168,7 +157,7 @@ static xfa_status enqueue_attention(xfa_context *ctx, const xfa_decode_args *a, 
     const cl_int group = (cl_int)(a->heads_q / a->heads_kv), capacity = (cl_int)a->capacity;
     const cl_int page_size = (cl_int)(a->paged ? a->page_size : 1), num_pages = (cl_int)(a->paged ? a->num_pages : 1);
     const cl_int n_splits = splits, appended = a->append ? (cl_int)a->seqlen_q : 0;
-    const cl_int window_left = a->window_left < 0 ? -1 : (cl_int)(a->window_left > INT32_MAX ? INT32_MAX : a->window_left);
+    const cl_int window_left = xfa_opencl_window(a->window_left, a->capacity + a->seqlen_q);
     const bool extras = a->softcap > 0.0f || a->has_alibi;
     const cl_float q_scale = (cl_float)(extras ? a->scale : a->scale * 1.4426950408889634), softcap = a->softcap;
     const cl_int flags = (a->has_lse ? DEC_LSE : 0) | (a->has_alibi ? DEC_ALIBI : 0) | (a->causal ? DEC_CAUSAL : 0) |
@@ -221,7 +210,7 @@ static xfa_status enqueue_merge(xfa_context *ctx, xfa_dtype dtype, const merge_i
 
 xfa_status xfa_opencl_decode(xfa_context *ctx, const xfa_decode_args *a)
 {
-    if (a->capacity > INT32_MAX || a->batch * a->heads_q * a->seqlen_q > INT32_MAX)
+    if (a->capacity + a->seqlen_q > INT32_MAX / 4 || a->batch * a->heads_q * a->seqlen_q > INT32_MAX)
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "a cache of %lld tokens, %lld query rows: the OpenCL decode "
                         "kernels index in 32 bits", (long long)a->capacity, (long long)(a->batch * a->heads_q * a->seqlen_q));
     xfa_status st;
@@ -259,10 +248,10 @@ xfa_status xfa_opencl_decode(xfa_context *ctx, const xfa_decode_args *a)
     io.part_step = rows * D;
     io.pl_stride = (cl_long4){{Hq * Sq, 1, Sq, 0}};
     io.part_lse_step = rows;
-    io.out = mem_of(&a->o);
+    io.out = xfa_opencl_mem(&a->o);
     io.out_off = xfa_opencl_elem_offset(&a->o);
     io.o_stride = xfa_opencl_strides(&a->o);
-    io.out_lse = a->has_lse ? mem_of(&a->lse) : p.mem;
+    io.out_lse = a->has_lse ? xfa_opencl_mem(&a->lse) : p.mem;
     io.out_lse_off = a->has_lse ? xfa_opencl_elem_offset(&a->lse) : 0;
     io.ol_stride = a->has_lse ? xfa_opencl_strides(&a->lse) : (cl_long4){{0, 0, 0, 0}};
     io.n = splits;
@@ -286,10 +275,10 @@ xfa_status xfa_opencl_merge(xfa_context *ctx, const xfa_merge_args *a)
         const xfa_tensor *op = &a->o_parts[i], *lp = &a->lse_parts[i];
         merge_io io;
         memset(&io, 0, sizeof io);
-        io.parts = mem_of(op);
+        io.parts = xfa_opencl_mem(op);
         io.part_off = xfa_opencl_elem_offset(op);
         io.p_stride = xfa_opencl_strides(op);
-        io.part_lse = mem_of(lp);
+        io.part_lse = xfa_opencl_mem(lp);
         io.part_lse_off = xfa_opencl_elem_offset(lp);
         io.pl_stride = xfa_opencl_strides(lp);
         io.n = 1;
@@ -302,10 +291,10 @@ xfa_status xfa_opencl_merge(xfa_context *ctx, const xfa_merge_args *a)
             io.prev_lse_off = (prev + o_bytes) / 4;
         }
         if (i == a->n - 1) {
-            io.out = mem_of(&a->o);
+            io.out = xfa_opencl_mem(&a->o);
             io.out_off = xfa_opencl_elem_offset(&a->o);
             io.o_stride = xfa_opencl_strides(&a->o);
-            io.out_lse = a->has_lse ? mem_of(&a->lse) : io.parts;
+            io.out_lse = a->has_lse ? xfa_opencl_mem(&a->lse) : io.parts;
             io.out_lse_off = a->has_lse ? xfa_opencl_elem_offset(&a->lse) : 0;
             io.ol_stride = a->has_lse ? xfa_opencl_strides(&a->lse) : (cl_long4){{0, 0, 0, 0}};
             io.flags |= a->has_lse ? MERGE_OUT_LSE : 0;

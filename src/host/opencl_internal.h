@@ -95,6 +95,15 @@ xfa_status xfa_opencl_backward(xfa_context *ctx, const xfa_backward_args *args);
 xfa_status xfa_opencl_decode(xfa_context *ctx, const xfa_decode_args *args);
 xfa_status xfa_opencl_merge(xfa_context *ctx, const xfa_merge_args *args);
 
+/* opencl_program.c: the kernels' -D name of a storage dtype ("XFA_DTYPE_F16", ...). */
+const char *xfa_opencl_dtype_macro(xfa_dtype dtype);
+
+/* A window bound as the kernels take it: -1 when unlimited or so wide that it limits nothing
+ * (past `span` keys), so the kernels' 32-bit index arithmetic cannot overflow. */
+static inline cl_int xfa_opencl_window(int64_t w, int64_t span) { return w < 0 || w > span ? -1 : (cl_int)w; }
+
+static inline cl_mem xfa_opencl_mem(const xfa_tensor *t) { return (cl_mem)t->buffer->impl; }
+
 /* Element offset of a view in its cl_mem: the wrapped buffer's start plus the view's offset. */
 static inline cl_ulong xfa_opencl_elem_offset(const xfa_tensor *t)
 {

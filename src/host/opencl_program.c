@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *dtype_macro(xfa_dtype dtype)
+const char *xfa_opencl_dtype_macro(xfa_dtype dtype)
 {
     switch (dtype) {
     case XFA_DTYPE_F16: return "XFA_DTYPE_F16";
@@ -29,7 +29,7 @@ static void build_options(const opencl_context *cl, const opencl_path *path, con
     const bool emulate = path == &xfa_opencl_path_mma && !cl->nvidia;
     snprintf(out, size, "-cl-std=CL1.2 -DXFA_PATH=%s -DD=%u -DBR=%u -DBC=%u -DPAD=%u -DTHREADS_PER_ROW=%u -D%s%s",
              path == &xfa_opencl_path_mma ? "mma" : "portable", plan->head_dim, plan->Br, plan->Bc, L->row_pad,
-             L->threads_per_row ? L->threads_per_row : 1, dtype_macro(plan->dtype), emulate ? " -DXFA_MMA_EMULATE" : "");
+             L->threads_per_row ? L->threads_per_row : 1, xfa_opencl_dtype_macro(plan->dtype), emulate ? " -DXFA_MMA_EMULATE" : "");
 }
 
 /* The build log, trimmed to what fits in a message. */
