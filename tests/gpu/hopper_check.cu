@@ -341,6 +341,7 @@ static bool check_declines()
 int main(int argc, char **argv)
 {
     const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a hung case still leaves the ones before it in the log */
     cudaDeviceProp prop;
     CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
@@ -366,6 +367,7 @@ int main(int argc, char **argv)
                 add(t, 1, 2, 1, 100, 333, D, causal, true, true, 0);   /* Sq < Sk: bottom-right diagonal */
                 add(t, 1, 2, 2, 333, 100, D, causal, true, false, 0);  /* Sq > Sk: causal rows with no key */
                 add(t, 1, 2, 2, 1000, 1000, D, causal, false, true, 0); /* many key blocks, no LSE */
+                add(t, 3, 16, 8, 777, 777, D, causal, true, false, 0);  /* several tiles per CTA (persistent) */
             }
     if (!quick) {
         add(XFA_CUDA_F16, 1, 2, 2, 700, 700, 128, 1, true, false, 0, 96, 64, 3); /* hints not compiled: default */
