@@ -233,8 +233,12 @@ xfa_status xfa_opencl_describe(cl_platform_id platform, cl_device_id device, xfa
     info->subgroup_size = warp ? warp : 1;
     /* f16 goes through vload_half/vstore_half (core OpenCL, no cl_khr_fp16), bf16 through bit shifts. */
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
+    /* Both forward kernels take windows, softcap, ALiBi, bias and variable lengths (same arguments);
+     * decode, merge and backward have their own kernels, the same on every device. */
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
-                     XFA_FEATURE_ENGINE_HANDLES;
+                     XFA_FEATURE_ENGINE_HANDLES | XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI |
+                     XFA_FEATURE_BIAS | XFA_FEATURE_VARLEN | XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV |
+                     XFA_FEATURE_MERGE | XFA_FEATURE_BACKWARD;
     const opencl_path *chosen = choose_path(platform, device);
     if (chosen == &xfa_opencl_path_portable) snprintf(info->path, sizeof info->path, "%s", chosen->name);
     else snprintf(info->path, sizeof info->path, "%s (f16/bf16), portable (f32)", chosen->name);

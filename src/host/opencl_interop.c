@@ -122,7 +122,7 @@ xfa_status xfa_opencl_last_event(xfa_context *ctx, cl_event *event)
     *event = NULL;
     if (!is_opencl(ctx)) return xfa_fail(ctx, XFA_ERROR_WRONG_CONTEXT, "not an OpenCL context");
     opencl_context *cl = ctx->impl;
-    if (!cl->last_event) return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "no forward call was enqueued on this context yet");
+    if (!cl->last_event) return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "no call was enqueued on this context yet");
     clRetainEvent(cl->last_event);
     *event = cl->last_event;
     return XFA_SUCCESS;
