@@ -1,7 +1,8 @@
 /*
  * sm90_forward.cuh - the Hopper (sm_90a) attention forward kernel, FlashAttention-3 style.
  *
- * One CTA computes Br = 64 * NWG query rows of one (batch, head) with NWG + 1 warpgroups:
+ * A CTA computes tiles of Br = 64 * NWG query rows of one (batch, head) - one tile, or for non-causal
+ * problems one tile after another (persistent, see sm90_launch.cu) - with NWG + 1 warpgroups:
  *   warpgroup 0 (producer): one thread issues TMA loads of the Q tile and of the K and V tiles into a
  *     STAGES-deep ring of shared-memory buffers, each guarded by a full/empty mbarrier pair;
  *   warpgroups 1..NWG (consumers): 64 query rows each; S = Q K^T with both operands in shared memory,
@@ -17,7 +18,7 @@
  *     the wgmma wait to the top of the block; -DXFA_SM90_PIN forces the overlap (see pin()). Measured
  *     on an H100 it is no faster than letting ping-pong hide the softmax (docs/hopper.md), so it is off.
  * Key blocks are visited from the last to the first so that the blocks that need masking (the sequence
- * end, the causal diagonal) come first and the rest of the loop runs unmasked; causal CTAs skip the
+ * end, the causal diagonal) come first and the rest of the loop runs unmasked; causal tiles skip the
  * blocks above the diagonal entirely and are scheduled heaviest first.
  *
  * Shared-memory tiles are written by TMA with 128-byte swizzle, D split into 64-element (128-byte)
