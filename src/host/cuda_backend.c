@@ -8,6 +8,7 @@
  * (contexts may sit on different devices). Forward calls are enqueued on the
  * context's stream and return; uploads, downloads and synchronize block.
  */
+#include "alloc.h"
 #include "cuda_internal.h"
 
 #include "launch.h"
@@ -65,7 +66,7 @@ void xfa_cuda_context_free(cuda_context *cu)
         if (cu->own_stream && cu->stream) cudaStreamDestroy(cu->stream);
     }
     cudaGetLastError();
-    free(cu);
+    xfa_free(cu);
 }
 
 static xfa_status cuda_context_create(xfa_context *ctx, int index)
@@ -75,13 +76,13 @@ static xfa_status cuda_context_create(xfa_context *ctx, int index)
     xfa_cuda_device_count(&count, msg);
     if (index < 0 || index >= count)
         return xfa_fail(ctx, XFA_ERROR_INVALID_DEVICE, "CUDA device %d: %d device(s) found", index, count);
-    cuda_context *cu = calloc(1, sizeof *cu);
+    cuda_context *cu = xfa_calloc(1, sizeof *cu);
     if (!cu) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the CUDA context");
     cu->device = index;
     cudaError_t err = cudaSetDevice(index);
     if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
     if (err != cudaSuccess) {
-        free(cu);
+        xfa_free(cu);
         return xfa_cuda_fail(ctx, "creating a CUDA stream", err);
     }
     cu->own_stream = true;
