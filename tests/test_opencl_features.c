@@ -1,8 +1,9 @@
 /*
  * test_opencl_features.c - what the shared suites do not express, on OpenCL:
  *   - a bias broadcast over only one of batch and heads (the shared cases broadcast
- *     over both or neither), checked against the CPU backend on the same inputs
- *     (the CPU backend is itself checked against the fp64 reference);
+ *     over both or neither), and a split decode with window, softcap, ALiBi and GQA
+ *     (the shared suite has those on one-split caches only), checked against the CPU
+ *     backend on the same inputs (itself checked against the fp64 reference);
  *   - lengths the kernels read from device memory and clamp (xfa.h): varlen offsets
  *     past the packed rows or a sequence longer than max_seqlen_q, decode lengths past
  *     the capacity and page ids past num_pages. The call must succeed, write only
@@ -204,6 +205,85 @@ START_TEST(test_decode_lengths_clamped)
 }
 END_TEST
 
+/* O and LSE of a split decode with a window, softcap, ALiBi and GQA, appending, on ctx. */
+static void featured_decode(xfa_context *ctx, bool paged, float *o_out, float *lse_out)
+{
+    const int64_t B = 2, Sq = 3, Hq = 8, Hkv = 2, D = 64, page = 32, pages_per_seq = 10, capacity = page * pages_per_seq;
+    const int64_t num_pages = B * pages_per_seq + 1;
+    const int64_t qs[4] = {B, Sq, Hq, D}, ns[4] = {B, Sq, Hkv, D};
+    const int64_t cache_s[4] = {paged ? num_pages : B, paged ? page : capacity, Hkv, D};
+    const int64_t ls[4] = {B, 1, 1, 1}, ts[4] = {B, 1, 1, pages_per_seq}, as[4] = {1, 1, Hq, 1};
+    const int64_t lse_s[4] = {B, Sq, Hq, 1};
+    int64_t tstride[4], astride[4];
+    contiguous(ts, tstride);
+    contiguous(as, astride);
+    xfa_test_tensor q, kc, vc, kn, vn, o, lse, lens, table, slopes;
+    make_input(ctx, &q, qs, 21);
+    make_input(ctx, &kc, cache_s, 22);
+    make_input(ctx, &vc, cache_s, 23);
+    make_input(ctx, &kn, ns, 24);
+    make_input(ctx, &vn, ns, 25);
+    make_output(ctx, &o, qs);
+    make_output(ctx, &lse, lse_s);
+    ck_assert(xfa_test_tensor_alloc(&lens, XFA_DTYPE_I32, ls, (int64_t[4]){1, 1, 1, 1}));
+    ck_assert(xfa_test_tensor_alloc(&table, XFA_DTYPE_I32, ts, tstride));
+    ck_assert(xfa_test_tensor_alloc(&slopes, XFA_DTYPE_F32, as, astride));
+    const int32_t cached[2] = {250, 97};
+    memcpy(lens.host + lens.view.offset, cached, sizeof cached);
+    int32_t *t = (int32_t *)(table.host + table.view.offset);
+    for (int64_t i = 0; i < B * pages_per_seq; i++) t[i] = (int32_t)((i * 7 + 3) % (B * pages_per_seq)) + 1;
+    for (int64_t h = 0; h < Hq; h++) ((float *)(slopes.host + slopes.view.offset))[h] = 0.03f * (float)(h + 1);
+    ck_assert_int_eq(xfa_test_tensor_upload(ctx, &lens), XFA_SUCCESS);
+    ck_assert_int_eq(xfa_test_tensor_upload(ctx, &table), XFA_SUCCESS);
+    ck_assert_int_eq(xfa_test_tensor_upload(ctx, &slopes), XFA_SUCCESS);
+    xfa_kv_cache cache = {&kc.view, &vc.view, &lens.view, paged ? &table.view : NULL};
+    xfa_decode_params params = XFA_DECODE_PARAMS_DEFAULT;
+    params.window_left = 40;
+    params.softcap = 5.0f;
+    params.alibi_slopes = &slopes.view;
+    params.num_splits = 4;
+    ck_assert_msg(xfa_attention_decode(ctx, &params, &q.view, &cache, &kn.view, &vn.view, &o.view, &lse.view) ==
+                      XFA_SUCCESS,
+                  "%s", xfa_context_last_error(ctx));
+    ck_assert_int_eq(xfa_test_tensor_download(&o), XFA_SUCCESS);
+    ck_assert_int_eq(xfa_test_tensor_download(&lse), XFA_SUCCESS);
+    int64_t unwritten = 0, damage = 0, nonfinite = 0;
+    xfa_test_tensor_check_written(&o, &unwritten, &damage);
+    xfa_test_tensor_check_written(&lse, &unwritten, &damage);
+    ck_assert_int_eq(unwritten + damage, 0);
+    xfa_test_tensor_gather(&o, o_out, &nonfinite);
+    xfa_test_tensor_gather(&lse, lse_out, &nonfinite);
+    ck_assert_int_eq(nonfinite, 0);
+    xfa_test_tensor *all[] = {&q, &kc, &vc, &kn, &vn, &o, &lse, &lens, &table, &slopes};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) xfa_test_tensor_free(all[i]);
+}
+
+/* Split decode with every decode feature at once: the shared suite runs the features on short caches
+ * (one split); here 4 splits over ragged lengths, contiguous and paged, against the CPU backend. */
+START_TEST(test_decode_features_split)
+{
+    const int64_t n = 2 * 3 * 8 * 64, rows = 2 * 3 * 8;
+    float *got = malloc((size_t)n * sizeof *got), *want = malloc((size_t)n * sizeof *want);
+    float *lse_got = malloc((size_t)rows * sizeof *lse_got), *lse_want = malloc((size_t)rows * sizeof *lse_want);
+    featured_decode(ocl, _i, got, lse_got);
+    featured_decode(cpu, _i, want, lse_want);
+    double worst = 0, top = 0;
+    for (int64_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs((double)got[i] - want[i]));
+        top = fmax(top, fabs((double)want[i]));
+    }
+    /* two f32 computations of the same sums: both within 1e-5 of the reference */
+    ck_assert_msg(worst <= 2e-5 * top, "paged %d: max |opencl - cpu| %g, max |o| %g", _i, worst, top);
+    for (int64_t r = 0; r < rows; r++)
+        ck_assert_msg(fabs((double)lse_got[r] - lse_want[r]) <= 1e-4 * fmax(1.0, fabs((double)lse_want[r])),
+                      "lse row %lld: %g vs %g", (long long)r, lse_got[r], lse_want[r]);
+    free(got);
+    free(want);
+    free(lse_got);
+    free(lse_want);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     const int device = argc > 1 ? atoi(argv[1]) : 0;
@@ -226,6 +306,7 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tc, test_bias_broadcast_one_dim, 0, 2);
     tcase_add_loop_test(tc, test_varlen_offsets_clamped, 0, 2);
     tcase_add_loop_test(tc, test_decode_lengths_clamped, 0, 2);
+    tcase_add_loop_test(tc, test_decode_features_split, 0, 2);
     suite_add_tcase(s, tc);
     const int rc = xfa_check_run(s, 0);
     xfa_context_destroy(&ocl);

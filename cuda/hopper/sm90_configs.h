@@ -10,16 +10,18 @@ namespace xfa_sm90 {
 struct Params;
 
 /* A compiled configuration: Br = 64 x consumer warpgroups; causal -1 = either. The default for a
- * problem is the first entry of its head dim whose causal and min_seqlen_k match (measured on an
+ * problem is the first entry of its head dim whose causal and key-length range match (measured on an
  * H100, bench/results/h100-2026-11-23-hopper.md); a host plan may name any entry. Keep in step with
  * the XFA_SM90_CONFIG lines of sm90_forward_d<D>.cu. */
 struct Config {
-    int D, causal, min_seqlen_k, Br, Bc, stages;
+    int D, causal, min_seqlen_k, max_seqlen_k, Br, Bc, stages; /* max_seqlen_k 0: no limit */
 };
 constexpr Config kConfigs[] = {
-    {64, -1, 0, 192, 128, 3},   {64, -1, 0, 192, 128, 2},  {64, -1, 0, 128, 128, 2},
-    {128, -1, 4096, 128, 192, 2}, {128, -1, 0, 128, 128, 2}, {128, -1, 0, 128, 176, 2},
-    {256, -1, 0, 128, 80, 2},
+    /* causal and short: Br 192 wastes more of each diagonal block than it saves */
+    {64, 1, 0, 1024, 128, 128, 2},
+    {64, -1, 0, 0, 192, 128, 3},     {64, -1, 0, 0, 192, 128, 2},  {64, -1, 0, 0, 128, 128, 2},
+    {128, -1, 4096, 0, 128, 192, 2}, {128, -1, 0, 0, 128, 128, 2}, {128, -1, 0, 0, 128, 176, 2},
+    {256, -1, 0, 0, 128, 80, 2},
 };
 
 /* The host plan's Br/Bc/stages (0 = any) when a compiled configuration matches, else the default. */
@@ -29,7 +31,9 @@ inline void resolve_config(int D, int causal, int seqlen_k, int *Br, int *Bc, in
     for (int i = 0; i < (int)(sizeof kConfigs / sizeof kConfigs[0]); i++) {
         const Config &c = kConfigs[i];
         if (c.D != D) continue;
-        if (def < 0 && (c.causal < 0 || c.causal == causal) && seqlen_k >= c.min_seqlen_k) def = i;
+        if (def < 0 && (c.causal < 0 || c.causal == causal) && seqlen_k >= c.min_seqlen_k &&
+            (c.max_seqlen_k == 0 || seqlen_k <= c.max_seqlen_k))
+            def = i;
         if (hit < 0 && (*Br || *Bc || *stages) && (*Br == 0 || *Br == c.Br) && (*Bc == 0 || *Bc == c.Bc) &&
             (*stages == 0 || *stages == c.stages))
             hit = i;

@@ -1,12 +1,13 @@
 /*
  * sm90_forward.cuh - the Hopper (sm_90a) attention forward kernel, FlashAttention-3 style.
  *
- * One CTA computes Br = 64 * NWG query rows of one (batch, head) with NWG + 1 warpgroups:
+ * A CTA computes tiles of Br = 64 * NWG query rows of one (batch, head) - one tile, or for non-causal
+ * problems one tile after another (persistent, see sm90_launch.cu) - with NWG + 1 warpgroups:
  *   warpgroup 0 (producer): one thread issues TMA loads of the Q tile and of the K and V tiles into a
  *     STAGES-deep ring of shared-memory buffers, each guarded by a full/empty mbarrier pair;
  *   warpgroups 1..NWG (consumers): 64 query rows each; S = Q K^T with both operands in shared memory,
  *     online softmax in registers, O += P V with P from registers (no trip through shared memory).
- * setmaxnreg moves registers from the producer (24) to the consumers (240; 32/160 for NWG = 3): they hold O
+ * setmaxnreg moves registers from the producer (24) to the consumers (240; 160 for NWG = 3): they hold O
  * (D/2 floats), S (Bc/2 floats) and P at once.
  *
  * Overlap, as the FA3 paper describes:
@@ -17,7 +18,7 @@
  *     the wgmma wait to the top of the block; -DXFA_SM90_PIN forces the overlap (see pin()). Measured
  *     on an H100 it is no faster than letting ping-pong hide the softmax (docs/hopper.md), so it is off.
  * Key blocks are visited from the last to the first so that the blocks that need masking (the sequence
- * end, the causal diagonal) come first and the rest of the loop runs unmasked; causal CTAs skip the
+ * end, the causal diagonal) come first and the rest of the loop runs unmasked; causal tiles skip the
  * blocks above the diagonal entirely and are scheduled heaviest first.
  *
  * Shared-memory tiles are written by TMA with 128-byte swizzle, D split into 64-element (128-byte)
@@ -45,6 +46,7 @@ struct Params {
     int64_t lse_stride[3];
     int32_t seqlen_q, seqlen_k, group; /* group = heads_q / heads_kv */
     int32_t causal;
+    int32_t m_blocks, heads, tiles;    /* tiles = m_blocks * heads * batch */
     float scale;                  /* softmax scale */
     float scale_log2;             /* scale * log2(e) */
 };
@@ -56,16 +58,23 @@ constexpr int kSchedBar = 1;
 template <int D, int Bc, int STAGES, int NWG> struct Layout {
     static constexpr int Br = 64 * NWG;
     static constexpr int threads = 128 * (NWG + 1);
-    /* setmaxnreg budgets (multiples of 8, summing to at most 64K registers over the CTA) */
+    /*
+     * setmaxnreg budgets (multiples of 8). They must add up to no more than the registers the CTA
+     * was launched with (the __launch_bounds__ cap, 168 x 384 = 64512 for NWG = 2, 128 x 512 for
+     * NWG = 3): a setmaxnreg.inc that the pool cannot serve waits forever. 24 is tight for the
+     * producer's tile loop: its TMA chunk loops stay rolled (unroll 1) so that it fits.
+     */
     static constexpr int producer_regs = NWG == 2 ? 24 : 32;
     static constexpr int consumer_regs = NWG == 2 ? 240 : 160;
+    static_assert(NWG != 2 || producer_regs * 128 + consumer_regs * 256 <= 168 * 384, "register pool");
+    static_assert(NWG != 3 || producer_regs * 128 + consumer_regs * 384 <= 128 * 512, "register pool");
     static constexpr int q_bytes = Br * D * 2;
     static constexpr int kv_bytes = Bc * D * 2;
     static constexpr int q_off = 0;
     static constexpr int k_off = q_bytes;
     static constexpr int v_off = k_off + STAGES * kv_bytes;
     static constexpr int bar_off = v_off + STAGES * kv_bytes;
-    static constexpr int bars = 1 + 4 * STAGES;
+    static constexpr int bars = 2 + 4 * STAGES; /* q_full, k/v full/empty rings, q_empty */
     static constexpr int pin_off = bar_off + bars * 8; /* one float per consumer thread, see pin() */
     /* +1024: the dynamic shared memory base is aligned up to a swizzle atom at run time */
     static constexpr int smem_bytes = pin_off + 128 * NWG * 4 + 1024;
@@ -109,31 +118,60 @@ __device__ __forceinline__ int key_blocks(const Params &p, int m0, int Br, int B
     return n;
 }
 
+/* Tile t of the grid's list: query block (longest first when causal), head, batch. */
+struct Tile {
+    int m0, h, b;
+};
+template <int Br> __device__ __forceinline__ Tile tile_at(const Params &p, int t)
+{
+    const int m = t % p.m_blocks, hb = t / p.m_blocks;
+    return Tile{(p.causal ? p.m_blocks - 1 - m : m) * Br, hb % p.heads, hb / p.heads};
+}
+
+/*
+ * Where a CTA's k-th tile starts in the K/V rings, counting key blocks over all its tiles: k * n,
+ * because a CTA walks several tiles only when they are non-causal (all n alike); causal launches
+ * give each tile its own CTA (sm90_launch.cu). Computing it, rather than carrying a running count
+ * across tiles, keeps a register free in the consumers (D=256 and Bc=192 are at the 240 limit).
+ */
+__device__ __forceinline__ uint32_t ring_start(int k, int n_blocks) { return (uint32_t)k * (uint32_t)n_blocks; }
+
+/*
+ * The producer thread. The rings' positions and the Q buffer's round carry over from tile to tile,
+ * so the next tile's Q and first K/V blocks load while the consumers finish the current one.
+ */
 template <class T, int D, int Bc, int STAGES, int NWG>
-__device__ __forceinline__ void produce(const Params &p, uint8_t *smem, uint64_t *bars, int m0, int h, int b, int n_blocks)
+__device__ __forceinline__ void produce(const Params &p, uint8_t *smem, uint64_t *bars)
 {
     using L = Layout<D, Bc, STAGES, NWG>;
     uint64_t *q_full = bars, *k_full = bars + 1, *k_empty = k_full + STAGES, *v_full = k_empty + STAGES,
-             *v_empty = v_full + STAGES;
-    const int hk = h / p.group;
+             *v_empty = v_full + STAGES, *q_empty = v_empty + STAGES;
     tma_prefetch_desc(&p.tq);
     tma_prefetch_desc(&p.tk);
     tma_prefetch_desc(&p.tv);
-    mbar_expect_tx(q_full, L::q_bytes);
-#pragma unroll
-    for (int c = 0; c < D / 64; c++) tma_load_4d(&p.tq, smem + L::q_off + c * L::Br * 128, q_full, c * 64, m0, h, b);
-    for (int it = 0; it < n_blocks; it++) {
-        const int j = n_blocks - 1 - it, s = it % STAGES;
-        const uint32_t phase = (it / STAGES) & 1;
-        uint8_t *k_dst = smem + L::k_off + s * L::kv_bytes, *v_dst = smem + L::v_off + s * L::kv_bytes;
-        mbar_wait(&k_empty[s], phase ^ 1);
-        mbar_expect_tx(&k_full[s], L::kv_bytes);
-#pragma unroll
-        for (int c = 0; c < D / 64; c++) tma_load_4d(&p.tk, k_dst + c * Bc * 128, &k_full[s], c * 64, j * Bc, hk, b);
-        mbar_wait(&v_empty[s], phase ^ 1);
-        mbar_expect_tx(&v_full[s], L::kv_bytes);
-#pragma unroll
-        for (int c = 0; c < D / 64; c++) tma_load_4d(&p.tv, v_dst + c * Bc * 128, &v_full[s], c * 64, j * Bc, hk, b);
+    for (int t = blockIdx.x, k = 0; t < p.tiles; t += gridDim.x, k++) {
+        const Tile tile = tile_at<L::Br>(p, t);
+        const int m0 = tile.m0, h = tile.h, b = tile.b, hk = h / p.group;
+        const int n_blocks = key_blocks(p, m0, L::Br, Bc);
+        if (n_blocks == 0) continue;
+        uint32_t g = ring_start(k, n_blocks);
+        mbar_wait(q_empty, (k & 1) ^ 1);
+        mbar_expect_tx(q_full, L::q_bytes);
+#pragma unroll 1
+        for (int c = 0; c < D / 64; c++) tma_load_4d(&p.tq, smem + L::q_off + c * L::Br * 128, q_full, c * 64, m0, h, b);
+        for (int it = 0; it < n_blocks; it++, g++) {
+            const int j = n_blocks - 1 - it, s = g % STAGES;
+            const uint32_t phase = (g / STAGES) & 1;
+            uint8_t *k_dst = smem + L::k_off + s * L::kv_bytes, *v_dst = smem + L::v_off + s * L::kv_bytes;
+            mbar_wait(&k_empty[s], phase ^ 1);
+            mbar_expect_tx(&k_full[s], L::kv_bytes);
+#pragma unroll 1
+            for (int c = 0; c < D / 64; c++) tma_load_4d(&p.tk, k_dst + c * Bc * 128, &k_full[s], c * 64, j * Bc, hk, b);
+            mbar_wait(&v_empty[s], phase ^ 1);
+            mbar_expect_tx(&v_full[s], L::kv_bytes);
+#pragma unroll 1
+            for (int c = 0; c < D / 64; c++) tma_load_4d(&p.tv, v_dst + c * Bc * 128, &v_full[s], c * 64, j * Bc, hk, b);
+        }
     }
 }
 
@@ -151,20 +189,20 @@ template <class T, int D, int Bc, int STAGES, int NWG> struct Consumer {
 
     const Params &p;
     uint8_t *smem;
-    uint64_t *k_full, *k_empty, *v_full, *v_empty;
+    uint64_t *q_full, *k_full, *k_empty, *v_full, *v_empty, *q_empty;
     int wg, warp, lane, row0; /* row0: this thread's first query row (the second is row0 + 8) */
 
-    __device__ __forceinline__ Consumer(const Params &p_, uint8_t *smem_, uint64_t *bars, int wg_, int m0)
-        : p(p_), smem(smem_)
+    __device__ __forceinline__ Consumer(const Params &p_, uint8_t *smem_, uint64_t *bars, int wg_) : p(p_), smem(smem_)
     {
+        q_full = bars;
         k_full = bars + 1;
         k_empty = k_full + STAGES;
         v_full = k_empty + STAGES;
         v_empty = v_full + STAGES;
+        q_empty = v_empty + STAGES;
         wg = wg_;
         warp = (threadIdx.x / 32) % 4;
         lane = threadIdx.x % 32;
-        row0 = m0 + wg * 64 + warp * 16 + lane / 4;
     }
 
     __device__ __forceinline__ void sched_wait()
@@ -290,40 +328,46 @@ template <class T, int D, int Bc, int STAGES, int NWG> struct Consumer {
             for (int r = 0; r < 4; r++) pf[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
     }
 
-    __device__ __forceinline__ void run(int m0, int h, int b, int n_blocks)
+    /* This CTA's k-th tile. */
+    __device__ __forceinline__ void run(int m0, int h, int b, int n_blocks, int k)
     {
+        const uint32_t g = ring_start(k, n_blocks);
+        row0 = m0 + wg * 64 + warp * 16 + lane / 4;
         m_i[0] = m_i[1] = -INFINITY;
         l_i[0] = l_i[1] = 0.f;
 #pragma unroll
         for (int i = 0; i < NO; i++) acc[i] = 0.f;
 
         if (n_blocks > 0) {
-            mbar_wait(smem_bar_q(), 0);
+            mbar_wait(q_full, k & 1);
 #ifndef XFA_SM90_NO_PINGPONG
             /* round robin over the consumer warpgroups, warpgroup 0 first */
             if (wg == NWG - 1) named_bar_arrive(kSchedBar + 0, 256);
 #endif
             /* first block: S only */
             {
-                mbar_wait(&k_full[0], 0);
+                const int st = g % STAGES;
+                mbar_wait(&k_full[st], (g / STAGES) & 1);
                 sched_wait();
                 wgmma_fence();
-                issue_qk(0);
+                issue_qk(st);
                 wgmma_commit();
                 sched_signal();
                 wgmma_wait<0>();
                 fence_regs(s);
-                release(&k_empty[0]);
+                release(&k_empty[st]);
+                if (n_blocks == 1) release(q_empty);
                 const int j = n_blocks - 1;
                 if (needs_mask(j, m0)) mask(j);
                 softmax(pending);
                 s_to_p();
             }
             for (int it = 1; it < n_blocks; it++) {
-                const int j = n_blocks - 1 - it, st = it % STAGES, pst = (it - 1) % STAGES;
-                mbar_wait(&k_full[st], (it / STAGES) & 1);
+                const uint32_t gi = g + it;
+                const int j = n_blocks - 1 - it, st = gi % STAGES, pst = (gi - 1) % STAGES;
+                mbar_wait(&k_full[st], (gi / STAGES) & 1);
                 /* V_{it-1} came in before K_it: no wait (branch) between the two issues */
-                mbar_wait(&v_full[pst], ((it - 1) / STAGES) & 1);
+                mbar_wait(&v_full[pst], ((gi - 1) / STAGES) & 1);
                 sched_wait();
                 fence_regs(pf); /* P and the rescaled O are final before wgmma reads them */
                 fence_regs(acc);
@@ -342,6 +386,7 @@ template <class T, int D, int Bc, int STAGES, int NWG> struct Consumer {
                 sched_signal();
                 wgmma_wait<1>(); /* S ready; P V still running */
                 fence_regs(s);
+                if (it == n_blocks - 1) release(q_empty); /* the next tile's Q may load */
                 if (needs_mask(j, m0)) mask(j);
                 softmax(pending);
 #ifdef XFA_SM90_PIN
@@ -358,7 +403,8 @@ template <class T, int D, int Bc, int STAGES, int NWG> struct Consumer {
                 s_to_p();
             }
             {
-                const int last = n_blocks - 1, st = last % STAGES;
+                const uint32_t last = g + n_blocks - 1;
+                const int st = last % STAGES;
                 mbar_wait(&v_full[st], (last / STAGES) & 1);
 #ifndef XFA_SM90_NO_PINGPONG
                 named_bar_sync(kSchedBar + wg, 256);
@@ -381,7 +427,6 @@ template <class T, int D, int Bc, int STAGES, int NWG> struct Consumer {
         store(h, b);
     }
 
-    __device__ __forceinline__ uint64_t *smem_bar_q() { return k_full - 1; }
 
     __device__ __forceinline__ void store(int h, int b)
     {
@@ -411,11 +456,6 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1) forward_kernel(const __gri
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     uint64_t *bars = reinterpret_cast<uint64_t *>(smem + L::bar_off);
 
-    /* causal: the longest rows first, so the short tail of the grid fills the gaps */
-    const int m_block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int m0 = m_block * L::Br, h = blockIdx.y, b = blockIdx.z;
-    const int n_blocks = key_blocks(p, m0, L::Br, Bc);
-
     if (threadIdx.x == 0) {
         mbar_init(&bars[0], 1);
         for (int s = 0; s < STAGES; s++) {
@@ -424,6 +464,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1) forward_kernel(const __gri
             mbar_init(&bars[1 + 2 * STAGES + s], 1);   /* v_full */
             mbar_init(&bars[1 + 3 * STAGES + s], 4 * NWG); /* v_empty */
         }
+        mbar_init(&bars[1 + 4 * STAGES], 4 * NWG); /* q_empty: one arrival per consumer warp */
         mbar_init_fence();
     }
     __syncthreads();
@@ -431,11 +472,14 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1) forward_kernel(const __gri
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
         regs_release<L::producer_regs>();
-        if (threadIdx.x == 0 && n_blocks > 0) produce<T, D, Bc, STAGES, NWG>(p, smem, bars, m0, h, b, n_blocks);
+        if (threadIdx.x == 0) produce<T, D, Bc, STAGES, NWG>(p, smem, bars);
     } else {
         regs_claim<L::consumer_regs>();
-        Consumer<T, D, Bc, STAGES, NWG> c(p, smem, bars, wg - 1, m0);
-        c.run(m0, h, b, n_blocks);
+        Consumer<T, D, Bc, STAGES, NWG> c(p, smem, bars, wg - 1);
+        for (int t = blockIdx.x, k = 0; t < p.tiles; t += gridDim.x, k++) {
+            const Tile tile = tile_at<L::Br>(p, t);
+            c.run(tile.m0, tile.h, tile.b, key_blocks(p, tile.m0, L::Br, Bc), k);
+        }
     }
 }
 

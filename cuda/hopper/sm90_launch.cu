@@ -7,7 +7,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <math.h>
-#include <mutex>
+#include <atomic>
 
 #include "../launch.h"
 #include "sm90_configs.h"
@@ -19,20 +19,21 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
                                      const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
+/* Looked up once; two threads racing here both store the same pointer. */
 encode_tiled_fn encode_tiled()
 {
-    static encode_tiled_fn fn = nullptr;
-    static std::once_flag once;
-    std::call_once(once, [] {
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = reinterpret_cast<encode_tiled_fn>(f);
-        else
-            (void)cudaGetLastError();
-    });
-    return fn;
+    static std::atomic<encode_tiled_fn> fn{nullptr};
+    static std::atomic<bool> looked{false};
+    if (looked.load(std::memory_order_acquire)) return fn.load(std::memory_order_relaxed);
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        fn.store(reinterpret_cast<encode_tiled_fn>(f), std::memory_order_relaxed);
+    else
+        (void)cudaGetLastError();
+    looked.store(true, std::memory_order_release);
+    return fn.load(std::memory_order_relaxed);
 }
 
 /* TMA wants 16-byte aligned bases and 16-byte multiples for every stride it actually steps. */
@@ -80,6 +81,8 @@ extern "C" int xfa_cuda_sm90_supported(const xfa_cuda_forward *p)
     if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) return 0;
     if (p->batch < 1 || p->heads_q < 1 || p->heads_kv < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return 0;
     if (p->heads_q % p->heads_kv || p->batch > 65535 || p->heads_q > 65535) return 0;
+    /* tiles (query blocks of 64 rows or more, times heads, times batch) are counted in 32 bits */
+    if (((int64_t)p->seqlen_q / 64 + 1) * p->heads_q * p->batch >= ((int64_t)1 << 31)) return 0;
     if (!tma_view_ok(p->q, p->q_stride, p->batch, p->seqlen_q, p->heads_q)) return 0;
     if (!tma_view_ok(p->k, p->k_stride, p->batch, p->seqlen_k, p->heads_kv)) return 0;
     if (!tma_view_ok(p->v, p->v_stride, p->batch, p->seqlen_k, p->heads_kv)) return 0;
@@ -121,7 +124,19 @@ extern "C" xfa_cuda_result xfa_cuda_sm90_forward(const xfa_cuda_forward *p, void
     prm.scale = p->scale;
     prm.scale_log2 = p->scale * 1.4426950408889634f;
 
-    const dim3 grid((p->seqlen_q + Br - 1) / Br, p->heads_q, p->batch);
+    prm.m_blocks = (p->seqlen_q + Br - 1) / Br;
+    prm.heads = p->heads_q;
+    prm.tiles = prm.m_blocks * p->heads_q * p->batch;
+    /* Non-causal tiles cost the same: one CTA per SM walks them in turn (persistent), overlapping a
+     * tile's tail with the next one's loads. Causal tiles differ up to Sk/Bc-fold: one CTA each,
+     * longest first, and the hardware hands them out. */
+    int ctas = prm.tiles, sms = 0;
+#ifndef XFA_SM90_NO_PERSIST
+    if (!prm.causal && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0)
+        ctas = prm.tiles < sms ? prm.tiles : sms;
+#endif
+    (void)sms;
+    const dim3 grid(ctas);
     const bool bf16 = p->dtype == XFA_CUDA_BF16;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     cudaError_t e = cudaErrorNotSupported;

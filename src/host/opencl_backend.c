@@ -1,14 +1,16 @@
 /*
  * opencl_backend.c - the OpenCL backend's slots: contexts, buffers (cl_mem),
- * the forward launch and synchronisation. Discovery and paths are in
- * opencl_device.c, the program cache in opencl_program.c, the caller-handle
- * entry points (xfa_opencl.h) in opencl_interop.c.
+ * the forward launch, the shared enqueue and scratch, and synchronisation.
+ * Discovery and paths are in opencl_device.c, the program cache in
+ * opencl_program.c, decode and merge in opencl_decode.c, the backward in
+ * opencl_backward.c, the caller-handle entry points (xfa_opencl.h) in
+ * opencl_interop.c.
  *
  * The context holds one reference to its cl_context and cl_command_queue
  * (created here or retained from the caller) and drops exactly that one.
- * Forward calls are enqueued and return; blocking copies and
- * xfa_context_synchronize wait. The queue is assumed in order; downloads also
- * wait on the last forward's event so an out-of-order queue still reads O
+ * Calls are enqueued and return; blocking copies and xfa_context_synchronize
+ * wait. Each kernel waits on the previous one's event and downloads on the
+ * last, so an out-of-order queue still runs xfa's work in order and reads O
  * after it is written.
  */
 #include "alloc.h"

@@ -2,7 +2,8 @@
 # Builds the Hopper kernel's GPU checker and benchmark with nvcc (no GPU needed), and checks the SASS:
 # HGMMA present, no local-memory traffic (STL/LDL) in the kernels.
 #     tests/gpu/build_hopper.sh [OUT_DIR]       (default: .device/hopper)
-# Environment: NVCC (default nvcc), XFA_SM90_FLAGS (extra flags, e.g. -DXFA_SM90_NO_PINGPONG).
+# Environment: NVCC (default nvcc), XFA_SM90_FLAGS (extra flags, e.g. -DXFA_SM90_NO_PINGPONG),
+# XFA_SM90_ABLATION=0 (no ablation builds), XFA_SM90_VARIANTS ("name:-Dflag ..." to build instead).
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$root/.device/hopper}
@@ -26,7 +27,7 @@ $nvcc $flags -shared $objs -o "$out/libxfa_sm90.so"   # for bench/hopper_vs_sdpa
 # ablation builds: the same kernels without one optimisation each, as libraries for
 # bench/hopper_vs_sdpa.py --variant NAME=libxfa_sm90_NAME.so (timed in the same round robin)
 if [ "${XFA_SM90_ABLATION:-1}" = 1 ]; then
-    for variant in nopingpong:-DXFA_SM90_NO_PINGPONG pin:-DXFA_SM90_PIN rescaleearly:-DXFA_SM90_RESCALE_EARLY; do
+    for variant in ${XFA_SM90_VARIANTS:-nopersist:-DXFA_SM90_NO_PERSIST nopingpong:-DXFA_SM90_NO_PINGPONG pin:-DXFA_SM90_PIN rescaleearly:-DXFA_SM90_RESCALE_EARLY}; do
         name=${variant%%:*}
         mkdir -p "$out/obj_$name"
         vobjs=""
