@@ -85,7 +85,7 @@ def decode_sweep(a, device):
                         continue
                     kv_bytes = 2 * b * hkv * n * d * k.element_size()
                     flops = 4.0 * b * hq * n * d
-                    print(f"sdpa_{peer},\"{device}\",decode/torch-{torch.__version__},{dtype},{d},0,{b},{n},{hq},"
+                    print(f"sdpa_{peer},\"{device}\",decode:torch-{torch.__version__},{dtype},{d},0,{b},{n},{hq},"
                           f"{med:.4f},{best:.4f},{flops / (med * 1e-3) * 1e-12:.3f},"
                           f"{kv_bytes / (med * 1e-3) * 1e-9:.2f}", flush=True)
                     q = k = v = None
@@ -128,6 +128,7 @@ def main():
                             continue
                         print(f"sdpa_{peer},\"{device}\",torch-{torch.__version__},{dtype},{d},{causal},{b},{n},{h},"
                               f"{med:.4f},{best:.4f},{tflops:.3f},{gbps:.2f}", flush=True)
+                        torch.cuda.empty_cache()  # the math backend's N x N scores otherwise pile up
 
 
 if __name__ == "__main__":

@@ -38,9 +38,8 @@ def main(args):
             print(f"Device-to-device copy in the same run: {float(r['gbps']):.0f} GB/s (read + write).\n")
             continue
         key = (r["dtype"], int(r["head_dim"]), int(r["causal"]), int(r["batch"]), int(r["seqlen"]))
-        # a variant of a backend (xfa bench --heads-kv / --window: ".../gqa16:2/window4096:0") is its own column
-        variant = r["path"].split("/")[1:] if not r["path"].startswith("decode/") else []
-        name = "/".join([r["backend"]] + variant)
+        # a variant of a backend (xfa bench --heads-kv / --window: "path+gqa16:2+window4096:0") is its own column
+        name = "+".join([r["backend"]] + r["path"].split("+")[1:])
         if name not in backends:
             backends.append(name)
         paths_of.setdefault(name, set()).add(r["path"])

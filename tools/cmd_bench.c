@@ -117,6 +117,9 @@ int cli_bench(const cli_options *o)
     xfa_device_info info;
     xfa_context_get_info(ctx, &info);
     const bool on_cpu = info.backend == XFA_BACKEND_CPU;
+    /* The kernel path for this head dim and dtype (the device's path lists every one it has). */
+    xfa_plan plan;
+    const char *path = xfa_plan_get(ctx, (uint32_t)o->dim, o->dtype, &plan) == XFA_SUCCESS ? plan.path : info.path;
     /* FlashAttention's sweep: 16k tokens, 2048/D heads; the CPU gets a smaller default. */
     const char *seqlens = o->seqlens ? o->seqlens : on_cpu ? "128,256,512,1024" : "1024,2048,4096,8192,16384";
     const int64_t tokens = o->tokens ? o->tokens : on_cpu ? 1024 : 16384;
@@ -127,15 +130,15 @@ int cli_bench(const cli_options *o)
     else if (o->json) printf("{\"backend\":\"%s\",\"device\":\"%s\",\"path\":\"%s\",\"results\":[", xfa_backend_name(info.backend), info.name, info.path);
     else {
         printf("xfa bench: %s on %s (%s path), %s, D=%lld, %s, %lld tokens, %d warm-up + %d timed calls\n",
-               xfa_backend_name(info.backend), info.name, info.path, xfa_dtype_name(o->dtype), (long long)o->dim,
+               xfa_backend_name(info.backend), info.name, path, xfa_dtype_name(o->dtype), (long long)o->dim,
                o->causal ? "causal" : "non-causal", (long long)tokens, o->warmup, o->iters);
         printf("%8s %6s %6s %12s %12s %10s %10s\n", "seqlen", "batch", "heads", "median ms", "min ms", "TFLOP/s", "GB/s");
     }
-    /* GQA and windows change the work: the CSV's path says so (TFLOP/s count visible pairs only) */
+    /* GQA and windows change the work: the CSV's path says so after a '+' (TFLOP/s count visible pairs only) */
     char variant[96] = "";
-    if (o->heads_kv != o->heads) snprintf(variant, sizeof variant, "/gqa%lld:%lld", (long long)o->heads, (long long)o->heads_kv);
+    if (o->heads_kv != o->heads) snprintf(variant, sizeof variant, "+gqa%lld:%lld", (long long)o->heads, (long long)o->heads_kv);
     if (o->window_left >= 0 || (!o->causal && o->window_right >= 0))
-        snprintf(variant + strlen(variant), sizeof variant - strlen(variant), "/window%lld:%lld", (long long)o->window_left,
+        snprintf(variant + strlen(variant), sizeof variant - strlen(variant), "+window%lld:%lld", (long long)o->window_left,
                  (long long)(o->causal ? 0 : o->window_right));
     char *list = strdup(seqlens);
     int failures = 0, n = 0;
@@ -152,8 +155,8 @@ int cli_bench(const cli_options *o)
             continue;
         }
         if (o->csv)
-            printf("%s,\"%s\",%s%s,%s,%lld,%d,%lld,%lld,%lld,%.4f,%.4f,%.3f,%.2f\n", xfa_backend_name(info.backend),
-                   info.name, info.path, variant, xfa_dtype_name(o->dtype), (long long)o->dim, o->causal, (long long)p.batch,
+            printf("%s,\"%s\",\"%s%s\",%s,%lld,%d,%lld,%lld,%lld,%.4f,%.4f,%.3f,%.2f\n", xfa_backend_name(info.backend),
+                   info.name, path, variant, xfa_dtype_name(o->dtype), (long long)o->dim, o->causal, (long long)p.batch,
                    (long long)p.seqlen, (long long)p.heads, p.median_s * 1e3, p.min_s * 1e3, p.tflops, p.gbps);
         else if (o->json)
             printf("%s{\"dtype\":\"%s\",\"head_dim\":%lld,\"causal\":%s,\"batch\":%lld,\"seqlen\":%lld,\"heads\":%lld,"

@@ -115,6 +115,8 @@ int cli_bench_decode(const cli_options *o)
     xfa_device_info info;
     xfa_context_get_info(ctx, &info);
     const bool on_cpu = info.backend == XFA_BACKEND_CPU;
+    xfa_plan plan;
+    const char *path = xfa_plan_get(ctx, (uint32_t)o->dim, o->dtype, &plan) == XFA_SUCCESS ? plan.path : info.path;
     const char *batches = o->batches ? o->batches : on_cpu ? "1,4" : "1,8,32";
     const char *caches = o->caches ? o->caches : on_cpu ? "1024,8192" : "1024,8192,32768,131072";
     printf("backend,device,path,dtype,head_dim,causal,batch,seqlen,heads,median_ms,min_ms,tflops,gbps\n");
@@ -143,8 +145,8 @@ int cli_bench_decode(const cli_options *o)
             const double kv_bytes = 2.0 * (double)batch * (double)len * (double)o->heads_kv * (double)o->dim *
                                     (double)xfa_dtype_size(o->dtype);
             const double flops = 4.0 * (double)batch * (double)o->heads * (double)len * (double)o->dim;
-            printf("%s,\"%s\",decode/%s,%s,%lld,0,%lld,%lld,%lld,%.4f,%.4f,%.3f,%.2f\n", xfa_backend_name(info.backend),
-                   info.name, info.path, xfa_dtype_name(o->dtype), (long long)o->dim, (long long)batch, (long long)len,
+            printf("%s,\"%s\",\"decode:%s\",%s,%lld,0,%lld,%lld,%lld,%.4f,%.4f,%.3f,%.2f\n", xfa_backend_name(info.backend),
+                   info.name, path, xfa_dtype_name(o->dtype), (long long)o->dim, (long long)batch, (long long)len,
                    (long long)o->heads, p.median_s * 1e3, p.min_s * 1e3, flops / p.median_s * 1e-12,
                    kv_bytes / p.median_s * 1e-9);
             fflush(stdout);

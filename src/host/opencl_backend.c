@@ -180,10 +180,34 @@ xfa_status xfa_opencl_scratch(xfa_context *ctx, size_t bytes, cl_mem *mem)
 /* Bits of the forward kernels' `flags` argument (cl/flash_forward.cl). */
 enum { FLAG_LSE = 1, FLAG_ALIBI = 2, FLAG_BIAS = 4, FLAG_BIAS_F32 = 8, FLAG_VARLEN = 16 };
 
-static xfa_status opencl_forward(xfa_context *ctx, const xfa_forward_args *a)
+/* The kernel for the call's plan. Registers may hold a compiled kernel below the work-group size
+ * the plan assumed (NVIDIA's f32 portable kernel at D=64: 256 of 384): the library's own plan is
+ * then refitted to what the kernel allows; a caller's override is refused with the reason. */
+static xfa_status forward_kernel(xfa_context *ctx, const xfa_forward_args *a, xfa_plan *plan, cl_kernel *kernel)
+{
+    opencl_context *cl = ctx->impl;
+    *plan = a->plan;
+    size_t kernel_wg = 0;
+    xfa_status st = xfa_opencl_kernel_for(ctx, plan, kernel, &kernel_wg);
+    xfa_plan own;
+    if (st != XFA_ERROR_INVALID_PLAN || !kernel_wg || opencl_plan(ctx, plan->head_dim, plan->dtype, &own) ||
+        own.Br != plan->Br || own.Bc != plan->Bc || own.workgroup_size != plan->workgroup_size)
+        return st;
+    xfa_plan_limits lim = cl->limits;
+    lim.max_workgroup_size = (uint32_t)kernel_wg;
+    char msg[XFA_MESSAGE_SIZE];
+    const opencl_path *path = xfa_opencl_path_for(cl, plan->dtype);
+    if (xfa_plan_make(&lim, &path->layout, plan->head_dim, plan->dtype, plan, msg)) return st;
+    xfa_clear_error(ctx);
+    return xfa_opencl_kernel_for(ctx, plan, kernel, NULL);
+}
+
+static xfa_status opencl_forward(xfa_context *ctx, const xfa_forward_args *args)
 {
     cl_kernel kernel;
-    xfa_status st = xfa_opencl_kernel_for(ctx, &a->plan, &kernel);
+    xfa_forward_args refitted = *args;
+    const xfa_forward_args *a = &refitted;
+    xfa_status st = forward_kernel(ctx, args, &refitted.plan, &kernel);
     if (st) return st;
     if (a->seqlen_q + a->seqlen_k > INT32_MAX / 4) /* row + diagonal + window stays in 32 bits */
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "seqlen_q %lld, seqlen_k %lld: the OpenCL kernels index rows in 32 bits",

@@ -68,7 +68,9 @@ const opencl_path *xfa_opencl_path_for(const opencl_context *cl, xfa_dtype dtype
 bool xfa_opencl_is_nvidia(cl_platform_id platform);
 
 /* opencl_program.c: the kernel for a plan, built on first use and cached in the context. */
-xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kernel *kernel);
+/* The forward kernel for a plan; XFA_ERROR_INVALID_PLAN when the compiled kernel allows fewer
+ * work-items than the plan has (its limit in *kernel_wg, which may be NULL). */
+xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kernel *kernel, size_t *kernel_wg);
 /* Kernel `name` of `source` built with `options` (which must name the source), built on first use and
  * cached; *created (may be NULL) tells whether the kernel object was made by this call. */
 xfa_status xfa_opencl_kernel_named(xfa_context *ctx, const char *what, const char *source, const char *name,

@@ -112,24 +112,27 @@ xfa_status xfa_opencl_kernel_named(xfa_context *ctx, const char *what, const cha
     return XFA_SUCCESS;
 }
 
-xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kernel *kernel)
+xfa_status xfa_opencl_kernel_for(xfa_context *ctx, const xfa_plan *plan, cl_kernel *kernel, size_t *kernel_wg_out)
 {
     opencl_context *cl = ctx->impl;
     const opencl_path *path = xfa_opencl_path_for(cl, plan->dtype);
     char options[256], what[64];
     build_options(cl, path, plan, options, sizeof options);
     snprintf(what, sizeof what, "%s path", path->name);
-    bool created = false;
-    xfa_status st = xfa_opencl_kernel_named(ctx, what, path->source, path->kernel_name, options, kernel, &created);
-    if (st || !created) return st;
+    xfa_status st = xfa_opencl_kernel_named(ctx, what, path->source, path->kernel_name, options, kernel, NULL);
+    if (st) return st;
 
-    /* Registers can hold a kernel below the device's work-group limit: say so instead of failing the launch. */
+    /* Registers can hold a kernel below the device's work-group limit: say so instead of failing the launch
+     * (asked every time: a cached kernel may meet a plan with more work-items than it allows). */
     size_t kernel_wg = 0;
+    if (kernel_wg_out) *kernel_wg_out = 0;
     if (clGetKernelWorkGroupInfo(*kernel, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg, &kernel_wg,
                                  NULL) == CL_SUCCESS &&
-        kernel_wg < plan->workgroup_size)
+        kernel_wg < plan->workgroup_size) {
+        if (kernel_wg_out) *kernel_wg_out = kernel_wg;
         return xfa_fail(ctx, XFA_ERROR_INVALID_PLAN, "the %s kernel for D=%u allows %zu work-items per work-group, the plan needs %u",
                         path->name, plan->head_dim, kernel_wg, plan->workgroup_size);
+    }
     return XFA_SUCCESS;
 }
 
