@@ -53,10 +53,10 @@ __device__ __forceinline__ void load_tile(T *dst, const T *src, int64_t row_stri
     }
 }
 
-template <int D, typename T, bool CAUSAL>
-__global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const xfa_cuda_forward p)
+template <int D, int WARPS, typename T, bool CAUSAL>
+__device__ __forceinline__ void mma_forward_body(const xfa_cuda_forward &p)
 {
-    constexpr int Br = XFA_MMA_BR(D), Bc = XFA_MMA_BC(D), WARPS = XFA_MMA_WARPS, THREADS = WARPS * 32;
+    constexpr int Br = XFA_MMA_BR(D, WARPS), Bc = XFA_MMA_BC(D), THREADS = WARPS * 32;
     constexpr int MT = Br / WARPS / 16; /* m16 tiles per warp */
     constexpr int NT = Bc / 8;          /* n8 tiles of S */
     constexpr int DT = D / 8;           /* n8 tiles of O */
@@ -237,29 +237,52 @@ __global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const x
         }
 }
 
-template <int D, typename T, bool CAUSAL>
+template <int D, int WARPS, typename T, bool CAUSAL>
+__global__ void __launch_bounds__(WARPS * 32) mma_forward_kernel(const xfa_cuda_forward p)
+{
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
+    /* A tile wider than these GPUs' shared memory is never planned for them: no code for it. */
+    constexpr bool built = XFA_MMA_SMEM_BYTES(D, WARPS) <= XFA_MMA_SMEM_SM86;
+#else
+    constexpr bool built = true;
+#endif
+    if constexpr (built) mma_forward_body<D, WARPS, T, CAUSAL>(p);
+    else __trap();
+}
+
+template <int D, int WARPS, typename T, bool CAUSAL>
 static xfa_cuda_result mma_launch(const xfa_cuda_forward *p, cudaStream_t stream)
 {
-    constexpr int Br = XFA_MMA_BR(D);
-    const int smem = XFA_MMA_SMEM_BYTES(D);
-    void (*kernel)(const xfa_cuda_forward) = mma_forward_kernel<D, T, CAUSAL>;
+    constexpr int Br = XFA_MMA_BR(D, WARPS);
+    const int smem = XFA_MMA_SMEM_BYTES(D, WARPS);
+    void (*kernel)(const xfa_cuda_forward) = mma_forward_kernel<D, WARPS, T, CAUSAL>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return (xfa_cuda_result)err;
     const dim3 grid((unsigned)((p->seqlen_q + Br - 1) / Br), (unsigned)p->heads_q, (unsigned)p->batch);
-    kernel<<<grid, XFA_MMA_WARPS * 32, smem, stream>>>(*p);
+    kernel<<<grid, WARPS * 32, smem, stream>>>(*p);
     return (xfa_cuda_result)cudaGetLastError();
 }
 
-/* The launcher for one head dim: f16 or bf16, causal or not, the compiled tile only. */
+template <int D, int WARPS> static xfa_cuda_result mma_dtype(const xfa_cuda_forward *p, cudaStream_t s)
+{
+    if (p->dtype == XFA_CUDA_F16)
+        return p->causal ? mma_launch<D, WARPS, __half, true>(p, s) : mma_launch<D, WARPS, __half, false>(p, s);
+    if (p->dtype == XFA_CUDA_BF16)
+        return p->causal ? mma_launch<D, WARPS, __nv_bfloat16, true>(p, s)
+                         : mma_launch<D, WARPS, __nv_bfloat16, false>(p, s);
+    return XFA_CUDA_NOT_HANDLED;
+}
+
+/* The launcher for one head dim: f16 or bf16, causal or not, one of the built tiles (by p->Br;
+ * 0 takes the first). */
 template <int D> static xfa_cuda_result mma_forward(const xfa_cuda_forward *p, void *stream)
 {
-    if (p->head_dim != D || (p->Br && p->Br != XFA_MMA_BR(D)) || (p->Bc && p->Bc != XFA_MMA_BC(D)))
-        return XFA_CUDA_NOT_HANDLED;
+    constexpr int W1 = XFA_MMA_WARPS_FIRST(D), W2 = XFA_MMA_WARPS_SECOND(D);
+    if (p->head_dim != D || (p->Bc && p->Bc != XFA_MMA_BC(D))) return XFA_CUDA_NOT_HANDLED;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (p->dtype == XFA_CUDA_F16)
-        return p->causal ? mma_launch<D, __half, true>(p, s) : mma_launch<D, __half, false>(p, s);
-    if (p->dtype == XFA_CUDA_BF16)
-        return p->causal ? mma_launch<D, __nv_bfloat16, true>(p, s) : mma_launch<D, __nv_bfloat16, false>(p, s);
+    if (!p->Br || p->Br == XFA_MMA_BR(D, W1)) return mma_dtype<D, W1>(p, s);
+    if constexpr (W2 != W1)
+        if (p->Br == XFA_MMA_BR(D, W2)) return mma_dtype<D, W2>(p, s);
     return XFA_CUDA_NOT_HANDLED;
 }
 

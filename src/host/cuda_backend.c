@@ -11,6 +11,7 @@
 #include "cuda_internal.h"
 
 #include "launch.h"
+#include "mma_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +107,11 @@ static xfa_status cuda_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype
     const cuda_context *cu = ctx->impl;
     char msg[XFA_MESSAGE_SIZE];
     if (dtype != XFA_DTYPE_F32 && xfa_cuda_mma_available(cu->cc_major) && xfa_cuda_mma_head_dim(head_dim)) {
-        const xfa_tile_layout mma = xfa_cuda_mma_layout(head_dim);
-        if (xfa_plan_make(&cu->limits, &mma, head_dim, dtype, plan, msg) == XFA_SUCCESS) return XFA_SUCCESS;
+        const uint32_t warps[2] = {XFA_MMA_WARPS_FIRST(head_dim), XFA_MMA_WARPS_SECOND(head_dim)};
+        for (int i = 0; i < 2; i++) {
+            const xfa_tile_layout mma = xfa_cuda_mma_layout(head_dim, warps[i]);
+            if (xfa_plan_make(&cu->limits, &mma, head_dim, dtype, plan, msg) == XFA_SUCCESS) return XFA_SUCCESS;
+        }
     }
     xfa_status st = xfa_plan_make(&cu->limits, &xfa_cuda_generic_layout, head_dim, dtype, plan, msg);
     return st ? xfa_fail(ctx, st, "%s (CUDA generic path on %s)", msg, ctx->info.name) : XFA_SUCCESS;
@@ -119,11 +123,14 @@ static xfa_status cuda_plan_check(xfa_context *ctx, xfa_plan *plan)
     const cuda_context *cu = ctx->impl;
     char msg[XFA_MESSAGE_SIZE];
     if (plan->dtype != XFA_DTYPE_F32 && xfa_cuda_mma_available(cu->cc_major) && xfa_cuda_mma_head_dim(plan->head_dim)) {
-        const xfa_tile_layout mma = xfa_cuda_mma_layout(plan->head_dim);
-        xfa_plan tried = *plan;
-        if (xfa_plan_fit(&cu->limits, &mma, &tried, msg) == XFA_SUCCESS) {
-            *plan = tried;
-            return XFA_SUCCESS;
+        const uint32_t warps[2] = {XFA_MMA_WARPS_FIRST(plan->head_dim), XFA_MMA_WARPS_SECOND(plan->head_dim)};
+        for (int i = 0; i < 2; i++) {
+            const xfa_tile_layout mma = xfa_cuda_mma_layout(plan->head_dim, warps[i]);
+            xfa_plan tried = *plan;
+            if (xfa_plan_fit(&cu->limits, &mma, &tried, msg) == XFA_SUCCESS) {
+                *plan = tried;
+                return XFA_SUCCESS;
+            }
         }
     }
     xfa_status st = xfa_plan_fit(&cu->limits, &xfa_cuda_generic_layout, plan, msg);
