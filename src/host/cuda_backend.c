@@ -239,7 +239,8 @@ static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
     p.stages = (int32_t)a->plan.stages;
 
     const bool mma_plan = strcmp(a->plan.path, "mma.sync") == 0;
-    const bool mma_ok = mma_plan && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
+    /* The tensor-core kernel takes the row max before scaling: scale > 0 (others run generic). */
+    const bool mma_ok = mma_plan && a->scale > 0.0f && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
                         mma_view_ok(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
     xfa_cuda_result r = XFA_CUDA_NOT_HANDLED;
 #ifdef XFA_CUDA_HAVE_SM90
