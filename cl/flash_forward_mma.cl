@@ -29,6 +29,10 @@
  * so the fragment bookkeeping runs, and is checked, on any OpenCL device.
  * (That scratch exists only in the emulated build and is not in the layout.)
  *
+ * Windows, softcap, ALiBi, bias and variable lengths as in flash_forward.cl (same
+ * arguments, same rules): they act on the S fragments element by element, each
+ * element knowing its row (my_rows) and key.
+ *
  * Build options: -DD= -DBR= -DBC= -DPAD= -DTHREADS_PER_ROW=2 -DXFA_DTYPE_F16|BF16 [-DXFA_MMA_EMULATE]
  */
 
@@ -43,6 +47,25 @@
 #if !defined(XFA_DTYPE_F16) && !defined(XFA_DTYPE_BF16)
 #error "the mma.sync kernel takes f16 or bf16 storage"
 #endif
+
+/* Bits of the `flags` argument, as in flash_forward.cl. */
+#define HAS_LSE 1
+#define HAS_ALIBI 2
+#define HAS_BIAS 4
+#define BIAS_F32 8
+#define VARLEN 16
+
+/* A bias element: f32, or 16-bit storage of the kernel's dtype. */
+static inline float bias_at(__global const uchar *bias, long at, int f32)
+{
+    if (f32) return ((__global const float *)bias)[at];
+    const ushort bits = ((__global const ushort *)bias)[at];
+#ifdef XFA_DTYPE_F16
+    return vload_half(0, (const __private half *)&bits);
+#else
+    return as_float((uint)bits << 16);
+#endif
+}
 
 /* ---- the three warp-level operations: PTX on NVIDIA, emulated elsewhere ---- */
 
@@ -159,12 +182,14 @@ static inline float shfl_xor(float x, uint mask EMU_PARAMS)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __global const ushort *v,
-                      __global ushort *o, __global float *lse,
+                      __global ushort *o, __global float *lse, __global const float *alibi,
+                      __global const uchar *bias, __global const int *cu_q, __global const int *cu_k,
                       const ulong q_off, const ulong k_off, const ulong v_off, const ulong o_off, const ulong lse_off,
+                      const ulong alibi_off, const ulong bias_off, const ulong cu_q_off, const ulong cu_k_off,
                       const long4 q_stride, const long4 k_stride, const long4 v_stride, const long4 o_stride,
-                      const long4 lse_stride,
-                      const int seqlen_q, const int seqlen_k, const int group, const float scale_log2,
-                      const int causal, const int has_lse)
+                      const long4 lse_stride, const long4 bias_stride, const long2 alibi_stride, const long2 cu_stride,
+                      const int seqlen_q, const int seqlen_k, const int group, const int window_left,
+                      const int window_right, const float q_scale, const float softcap, const int flags)
 {
     /* Declared as uint4 for 16-byte alignment (the copies and fragment reads are word-sized). */
     __local uint4 K_words[BC * DP / 8];
@@ -181,16 +206,31 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
 #ifdef XFA_MMA_EMULATE
     __local uint *scratch = emu_scratch + warp * SCRATCH_WORDS_PER_WARP;
 #endif
-    const int h = (int)get_group_id(1), b = (int)get_group_id(2);
+    const int h = (int)get_group_id(1);
     const int hk = h / group;
+    int b = (int)get_group_id(2), Sq = seqlen_q, Sk = seqlen_k;
+    long q0 = 0, k0 = 0; /* first packed row of this sequence (variable lengths) */
+    if (flags & VARLEN) {
+        const int s = b;
+        const int qa = clamp(cu_q[cu_q_off + s * cu_stride.s0], 0, seqlen_q);
+        const int qb = clamp(cu_q[cu_q_off + (s + 1) * cu_stride.s0], qa, seqlen_q);
+        const int ka = clamp(cu_k[cu_k_off + s * cu_stride.s1], 0, seqlen_k);
+        const int kb = clamp(cu_k[cu_k_off + (s + 1) * cu_stride.s1], ka, seqlen_k);
+        q0 = qa;
+        k0 = ka;
+        Sq = qb - qa;
+        Sk = kb - ka;
+        b = 0;
+    }
     const int row0 = (int)get_group_id(0) * BR;
-    const int block_rows = min(BR, seqlen_q - row0);
+    if (row0 >= Sq) return; /* the whole work-group: past this sequence's rows */
+    const int block_rows = min(BR, Sq - row0);
     const int warp_row0 = row0 + warp * 16;
     const int my_rows[2] = {warp_row0 + g, warp_row0 + g + 8}; /* the two rows this lane holds */
 
-    q += q_off + b * q_stride.s0 + h * q_stride.s2;
-    k += k_off + b * k_stride.s0 + hk * k_stride.s2;
-    v += v_off + b * v_stride.s0 + hk * v_stride.s2;
+    q += q_off + b * q_stride.s0 + q0 * q_stride.s1 + h * q_stride.s2;
+    k += k_off + b * k_stride.s0 + k0 * k_stride.s1 + hk * k_stride.s2;
+    v += v_off + b * v_stride.s0 + k0 * v_stride.s1 + hk * v_stride.s2;
 
     /* Q as A fragments, straight from global memory (rows past seqlen_q as 0). */
     uint qa[KSTEPS][4];
@@ -199,19 +239,27 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
             const int row = my_rows[i & 1];
             const int col = ks * 16 + 2 * tq + (i >= 2 ? 8 : 0);
             uint word = 0;
-            if (row < seqlen_q) {
+            if (row < Sq) {
                 const long at = (long)row * q_stride.s1 + col * q_stride.s3;
                 word = (uint)q[at] | ((uint)q[at + q_stride.s3] << 16);
             }
             qa[ks][i] = word;
         }
 
-    const int diag = seqlen_k - seqlen_q;
-    int key_end = seqlen_k;
-    if (causal) key_end = clamp(row0 + block_rows + diag, 0, seqlen_k);
-    /* One past the last key each of this lane's rows sees. */
-    const int row_end[2] = {causal ? min(my_rows[0] + diag + 1, seqlen_k) : seqlen_k,
-                            causal ? min(my_rows[1] + diag + 1, seqlen_k) : seqlen_k};
+    /* Row i's diagonal is key i + Sk - Sq; it sees keys diag - window_left .. diag + window_right. */
+    const int diag = Sk - Sq;
+    int key_begin = 0, key_end = Sk; /* keys some row of the block sees */
+    if (window_left >= 0) key_begin = max(row0 + diag - window_left, 0);
+    if (window_right >= 0) key_end = clamp(row0 + block_rows - 1 + diag + window_right + 1, 0, Sk);
+    /* The first and one past the last key each of this lane's rows sees (rows past Sq: none). */
+    int row_begin[2], row_end[2];
+    for (int r = 0; r < 2; r++) {
+        row_begin[r] = window_left >= 0 ? my_rows[r] + diag - window_left : 0;
+        row_end[r] = window_right >= 0 ? min(my_rows[r] + diag + window_right + 1, Sk) : Sk;
+        if (my_rows[r] >= Sq) row_end[r] = row_begin[r];
+    }
+    const bool extras = softcap > 0.0f || (flags & (HAS_ALIBI | HAS_BIAS));
+    const float slope = (flags & HAS_ALIBI) ? alibi[alibi_off + b * alibi_stride.s0 + h * alibi_stride.s1] : 0.0f;
 
     float m_i[2] = {-INFINITY, -INFINITY};
     float l_part[2] = {0.0f, 0.0f}; /* this lane's share of l_i; the quad's shares are summed at the end */
@@ -224,7 +272,7 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
                         ((k_stride.s0 | k_stride.s1 | k_stride.s2) & 7) == 0 &&
                         ((v_stride.s0 | v_stride.s1 | v_stride.s2) & 7) == 0;
 
-    for (int col0 = 0; col0 < key_end; col0 += BC) {
+    for (int col0 = key_begin; col0 < key_end; col0 += BC) {
         const int cols = min(BC, key_end - col0);
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the previous block */
         if (kv_vec) {
@@ -264,12 +312,24 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
             }
         }
 
-        /* Scale into the log2 domain, mask, and take each row's max over the quad. */
+        /* Scale (and finish with the extras) into the log2 domain, mask, and take each row's max over the quad. */
         float row_max[2] = {-INFINITY, -INFINITY};
         for (int n = 0; n < NTILES; n++)
             for (int e = 0; e < 4; e++) {
-                const int key = col0 + n * 8 + 2 * tq + (e & 1);
-                const float x = key < row_end[e >> 1] && key < col0 + cols ? s[n][e] * scale_log2 : -INFINITY;
+                const int key = col0 + n * 8 + 2 * tq + (e & 1), row = my_rows[e >> 1];
+                float x = -INFINITY;
+                if (key >= row_begin[e >> 1] && key < row_end[e >> 1] && key < col0 + cols) {
+                    x = s[n][e] * q_scale;
+                    if (extras) {
+                        if (softcap > 0.0f) x = softcap * tanh(x / softcap);
+                        x -= slope * fabs((float)(row + diag - key));
+                        if (flags & HAS_BIAS)
+                            x += bias_at(bias, (long)bias_off + b * bias_stride.s0 + (long)row * bias_stride.s1 +
+                                                   h * bias_stride.s2 + (long)key * bias_stride.s3,
+                                         flags & BIAS_F32);
+                        x *= M_LOG2E_F;
+                    }
+                }
                 s[n][e] = x;
                 row_max[e >> 1] = fmax(row_max[e >> 1], x);
             }
@@ -321,9 +381,9 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
         l_i[r] += shfl_xor(l_i[r], 2 EMU_ARGS);
     }
     const float inv_l[2] = {l_i[0] > 0.0f ? 1.0f / l_i[0] : 0.0f, l_i[1] > 0.0f ? 1.0f / l_i[1] : 0.0f};
-    o += o_off + b * o_stride.s0 + h * o_stride.s2;
+    o += o_off + b * o_stride.s0 + q0 * o_stride.s1 + h * o_stride.s2;
     for (int r = 0; r < 2; r++) {
-        if (my_rows[r] >= seqlen_q) continue;
+        if (my_rows[r] >= Sq) continue;
         __global ushort *o_row = o + (long)my_rows[r] * o_stride.s1;
         for (int n = 0; n < DTILES; n++) {
             const uint word = pack2(acc[n][2 * r] * inv_l[r], acc[n][2 * r + 1] * inv_l[r]);
@@ -331,8 +391,8 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
             o_row[col * o_stride.s3] = (ushort)(word & 0xffffu);
             o_row[(col + 1) * o_stride.s3] = (ushort)(word >> 16);
         }
-        if (has_lse && tq == 0)
-            lse[lse_off + b * lse_stride.s0 + (long)my_rows[r] * lse_stride.s1 + h * lse_stride.s2] =
+        if ((flags & HAS_LSE) && tq == 0)
+            lse[lse_off + b * lse_stride.s0 + (q0 + my_rows[r]) * lse_stride.s1 + h * lse_stride.s2] =
                 l_i[r] > 0.0f ? (m_i[r] + log2(l_i[r])) * M_LN2_F : -INFINITY;
     }
 }

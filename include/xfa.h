@@ -165,6 +165,36 @@ xfa_status xfa_device_count(xfa_backend backend, int *count);
 xfa_status xfa_device_get_info(xfa_backend backend, int index, xfa_device_info *info);
 
 /* ------------------------------------------------------------------------ */
+/* Host memory                                                               */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The allocator xfa uses for every host allocation it makes itself (its objects,
+ * staging, the CPU backend's buffers and scratch). An engine hands in its own to
+ * account for or pool that memory. Allocations made inside the runtimes xfa calls
+ * (OpenCL, Vulkan, CUDA drivers) are theirs and do not go through it.
+ * alloc returns memory aligned to at least `alignment` (a power of two) or NULL;
+ * realloc keeps the contents up to the smaller size (ptr may be NULL); free
+ * accepts NULL. The callbacks may be called from xfa's worker threads.
+ */
+typedef struct xfa_allocator {
+    void *(*alloc)(void *user, size_t bytes, size_t alignment);
+    void *(*realloc)(void *user, void *ptr, size_t bytes, size_t alignment);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} xfa_allocator;
+
+/*
+ * Installs `allocator` (copied) for the whole process; NULL restores malloc/free.
+ * Refused with XFA_ERROR_INVALID_ARGUMENT while memory from the current allocator
+ * is still held by xfa (contexts or buffers alive): call it before the first
+ * context, or after the last is destroyed. Not safe concurrently with other xfa calls.
+ */
+xfa_status xfa_set_allocator(const xfa_allocator *allocator);
+/* Bytes of host memory xfa currently holds through its allocator. Safe from any thread. */
+size_t xfa_host_bytes_in_use(void);
+
+/* ------------------------------------------------------------------------ */
 /* Contexts                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -275,11 +305,16 @@ typedef struct xfa_attention_params {
      * cu_seqlens_q[b] (GPU grids are sized from it without reading the offsets). NULL: off. */
     const xfa_tensor *cu_seqlens_q, *cu_seqlens_k;
     int64_t max_seqlen_q;
+    /* Device scratch for the calls that need some (xfa_attention_backward: its size from
+     * xfa_attention_backward_scratch_size), at a byte offset that is a multiple of 256.
+     * NULL: the backend uses memory of its own (kept by the context between calls). */
+    xfa_buffer *scratch;
+    size_t scratch_offset;
 } xfa_attention_params;
 
 /* Defaults: scale 1/sqrt(d), not causal, the library's plan, no window, softcap, ALiBi,
  * bias or variable lengths. */
-#define XFA_ATTENTION_PARAMS_DEFAULT {0.0f, 0, NULL, -1, -1, 0.0f, NULL, NULL, NULL, NULL, 0}
+#define XFA_ATTENTION_PARAMS_DEFAULT {0.0f, 0, NULL, -1, -1, 0.0f, NULL, NULL, NULL, NULL, 0, NULL, 0}
 
 /*
  * O = softmax(S) V per batch and head, exactly (no approximation), where for
@@ -325,6 +360,14 @@ xfa_status xfa_attention_backward(xfa_context *ctx, const xfa_attention_params *
                                   const xfa_tensor *d_o, const xfa_tensor *lse, const xfa_tensor *dq,
                                   const xfa_tensor *dk, const xfa_tensor *dv);
 
+/* Bytes of device scratch xfa_attention_backward needs with these arguments (one f32 per query
+ * row and head: rowsum(dO * O)). Validates like the call. */
+xfa_status xfa_attention_backward_scratch_size(xfa_context *ctx, const xfa_attention_params *params,
+                                               const xfa_tensor *q, const xfa_tensor *k, const xfa_tensor *v,
+                                               const xfa_tensor *o, const xfa_tensor *d_o, const xfa_tensor *lse,
+                                               const xfa_tensor *dq, const xfa_tensor *dk, const xfa_tensor *dv,
+                                               size_t *bytes);
+
 /* ------------------------------------------------------------------------ */
 /* Decoding: a few new query tokens against a KV cache                       */
 /* ------------------------------------------------------------------------ */
@@ -350,9 +393,14 @@ typedef struct xfa_decode_params {
     float softcap;        /* 0: off */
     const xfa_tensor *alibi_slopes; /* as in xfa_attention_params, or NULL */
     int num_splits;       /* split-KV factor: 0 chooses from the device, batch, heads and length; >= 1 forces */
+    /* Device scratch for the partial results (xfa_attention_decode_scratch_size says how much), at a
+     * byte offset that is a multiple of 256. NULL: the backend uses memory of its own (allocated
+     * on first need and kept by the context); engines that must not allocate pass their own. */
+    xfa_buffer *scratch;
+    size_t scratch_offset;
 } xfa_decode_params;
 
-#define XFA_DECODE_PARAMS_DEFAULT {0.0f, 1, -1, 0.0f, NULL, 0}
+#define XFA_DECODE_PARAMS_DEFAULT {0.0f, 1, -1, 0.0f, NULL, 0, NULL, 0}
 
 /*
  * Attention of Sq new query tokens per sequence (q: (B, Sq, Hq, D), Sq small,
@@ -370,6 +418,16 @@ typedef struct xfa_decode_params {
 xfa_status xfa_attention_decode(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
                                  const xfa_kv_cache *cache, const xfa_tensor *k_new, const xfa_tensor *v_new,
                                  const xfa_tensor *o, const xfa_tensor *lse);
+
+/*
+ * Bytes of device scratch xfa_attention_decode needs with these arguments (the
+ * partial outputs and LSEs of the KV splits, sized for the largest split count
+ * the call may choose, from the cache's capacity). Validates like the call.
+ */
+xfa_status xfa_attention_decode_scratch_size(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
+                                             const xfa_kv_cache *cache, const xfa_tensor *k_new,
+                                             const xfa_tensor *v_new, const xfa_tensor *o, const xfa_tensor *lse,
+                                             size_t *bytes);
 
 /*
  * Combines attention computed over n disjoint parts of the keys (each part's

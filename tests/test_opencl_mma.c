@@ -79,6 +79,42 @@ START_TEST(test_random_cases)
 }
 END_TEST
 
+/* Windows (Sq != Sk both ways, rows that see nothing), softcap, ALiBi, bias (f32 and 16-bit, broadcast
+ * or full) on the S fragments, with several warps and K/V blocks. */
+START_TEST(test_features)
+{
+    static const int64_t windows[][2] = {{0, 0}, {5, -1}, {-1, 3}, {20, 0}};
+    static const int64_t lens[][2] = {{70, 55}, {40, 90}};
+    const xfa_dtype dtype = _i % 2 ? XFA_DTYPE_BF16 : XFA_DTYPE_F16;
+    xfa_test_case tc = xfa_test_case_make(2, lens[_i % 2][0], lens[_i % 2][1], 4, 2, 64, dtype, false, 15000 + (uint64_t)_i);
+    tc.Br = 32;
+    tc.Bc = 16;
+    tc.window_left = windows[_i / 2 % 4][0];
+    tc.window_right = windows[_i / 2 % 4][1];
+    switch (_i / 8) {
+    case 0: tc.softcap = 5.0f; break;
+    case 1: tc.alibi = true; tc.bias = true; tc.bias_dtype = dtype; break;
+    default: tc.alibi = true; tc.per_batch = true; tc.bias = true; break;
+    }
+    expect_pass(&tc);
+}
+END_TEST
+
+/* Packed sequences (empty and ragged ones) with GQA, causal and a window: each sequence its own offsets. */
+START_TEST(test_varlen)
+{
+    static const int64_t seq_q[5] = {0, 37, 5, 16, 1}, seq_k[5] = {9, 40, 0, 70, 33};
+    xfa_test_case tc = xfa_test_case_make(1, 1, 1, 6, 2, 96, _i % 2 ? XFA_DTYPE_BF16 : XFA_DTYPE_F16, _i / 2 % 2,
+                                          16000 + (uint64_t)_i);
+    xfa_test_case_varlen(&tc, 5, seq_q, seq_k);
+    tc.window_left = _i / 2 ? 7 : -1;
+    tc.Br = 16;
+    tc.Bc = 32;
+    tc.layout = _i % 3 ? XFA_LAYOUT_BSHD : XFA_LAYOUT_BHSD;
+    expect_pass(&tc);
+}
+END_TEST
+
 /* Usage: test_opencl_mma [device] (an OpenCL device index as xfa numbers them; 0 by default). */
 int main(int argc, char **argv)
 {
@@ -104,6 +140,8 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tc, test_tiles_and_masks, 0, 8);
     tcase_add_loop_test(tc, test_layouts, 0, 8);
     tcase_add_loop_test(tc, test_random_cases, 0, 12);
+    tcase_add_loop_test(tc, test_features, 0, 24);
+    tcase_add_loop_test(tc, test_varlen, 0, 4);
     suite_add_tcase(s, tc);
     const int rc = xfa_check_run(s, 0);
     xfa_context_destroy(&ctx);

@@ -166,12 +166,13 @@ static void barrier(VkCommandBuffer cmd, VkPipelineStageFlags src_stage, VkAcces
     vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, &b, 0, NULL, 0, NULL);
 }
 
-/* Our VkBuffer, wrapped at an offset; q/k/v written by our vkCmdUpdateBuffer-free path (xfa upload),
- * the dispatch recorded into our command buffer twice (causal off/on) with our barriers. */
+/* Our VkBuffer, wrapped at an offset; q/k/v written by xfa's upload, the dispatch recorded into
+ * our command buffer (causal off/on; then with a window and softcap, whose values xfa records
+ * into our command buffer too) with our barriers. */
 START_TEST(test_record_into_engine_command_buffer)
 {
     const int64_t B = 2, Sq = 29, Sk = 45, Hq = 4, Hkv = 2, D = 96;
-    const int causal = _i;
+    const int causal = _i % 2, features = _i / 2;
     const size_t q_elems = (size_t)(B * Sq * Hq * D), kv_elems = (size_t)(B * Sk * Hkv * D);
     const size_t q_bytes = q_elems * 4, kv_bytes = kv_elems * 4, lse_bytes = (size_t)(B * Hq * Sq) * 4;
     const size_t wrap_offset = 256; /* xfa's view starts inside our allocation */
@@ -210,6 +211,10 @@ START_TEST(test_record_into_engine_command_buffer)
             VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
     params.causal = causal;
+    if (features) {
+        params.window_left = 9;
+        params.softcap = 4.0f;
+    }
     ck_assert_msg(xfa_vulkan_record_forward(ctx, cmd, &params, &q, &k, &v, &o, &lse) == XFA_SUCCESS, "%s",
                   xfa_context_last_error(ctx));
     /* after: compute writes -> transfer (xfa's download copies) */
@@ -226,8 +231,10 @@ START_TEST(test_record_into_engine_command_buffer)
     float *out = malloc(q_bytes + lse_bytes);
     ck_assert_int_eq(xfa_buffer_download(buf, q_bytes + 2 * kv_bytes, out, q_bytes + lse_bytes), XFA_SUCCESS);
 
-    const xfa_reference_problem p = xfa_reference_problem_make(xfa_host_view_of(&q, host), xfa_host_view_of(&k, host),
-                                                               xfa_host_view_of(&v, host), 1.0 / sqrt((double)D), causal);
+    xfa_reference_problem p = xfa_reference_problem_make(xfa_host_view_of(&q, host), xfa_host_view_of(&k, host),
+                                                         xfa_host_view_of(&v, host), 1.0 / sqrt((double)D), causal);
+    p.window_left = params.window_left;
+    p.softcap = params.softcap;
     double *ref_o = malloc(q_elems * sizeof *ref_o), *ref_lse = malloc((size_t)(B * Hq * Sq) * sizeof *ref_lse);
     ck_assert_int_eq(xfa_reference_forward(&p, ref_o, ref_lse), XFA_SUCCESS);
     double max_ref = 0, max_err = 0, lse_err = 0;
@@ -342,7 +349,7 @@ int main(void)
     TCase *tc = tcase_create("interop");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_shared_cases_on_engine_device, 0, 6);
-    tcase_add_loop_test(tc, test_record_into_engine_command_buffer, 0, 2);
+    tcase_add_loop_test(tc, test_record_into_engine_command_buffer, 0, 4);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_device_without_push_descriptors);
     suite_add_tcase(s, tc);

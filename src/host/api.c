@@ -2,6 +2,7 @@
  * api.c - the public entry points: argument checks, then the backend's slot.
  * Backends never repeat what is checked here (see internal.h).
  */
+#include "alloc.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -65,7 +66,7 @@ xfa_status xfa_context_create(xfa_backend backend, int index, xfa_context **out)
     if (index < 0 || index >= count)
         return xfa_fail(NULL, XFA_ERROR_INVALID_DEVICE, "device index %d: the %s backend has %d device(s)", index,
                         xfa_backend_name(backend), count);
-    xfa_context *ctx = calloc(1, sizeof *ctx);
+    xfa_context *ctx = xfa_calloc(1, sizeof *ctx);
     if (!ctx) return xfa_fail(NULL, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a context");
     ctx->ops = ops;
     ctx->info.backend = backend;
@@ -73,7 +74,7 @@ xfa_status xfa_context_create(xfa_backend backend, int index, xfa_context **out)
     st = ops->context_create(ctx, index);
     if (st) {
         xfa_fail(NULL, st, "%s", ctx->last_error[0] ? ctx->last_error : xfa_status_string(st));
-        free(ctx);
+        xfa_free(ctx);
         return st;
     }
     ctx->info.backend = backend;
@@ -86,7 +87,7 @@ void xfa_context_destroy(xfa_context **ctx)
 {
     if (!ctx || !*ctx) return;
     (*ctx)->ops->context_destroy(*ctx);
-    free(*ctx);
+    xfa_free(*ctx);
     *ctx = NULL;
 }
 
@@ -131,14 +132,14 @@ xfa_status xfa_buffer_create(xfa_context *ctx, size_t bytes, xfa_buffer **out)
     if (!out) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "out is NULL");
     *out = NULL;
     if (bytes == 0) return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "buffer size is 0");
-    xfa_buffer *buf = calloc(1, sizeof *buf);
+    xfa_buffer *buf = xfa_calloc(1, sizeof *buf);
     if (!buf) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a buffer handle");
     buf->ctx = ctx;
     buf->size = bytes;
     buf->owned = true;
     xfa_status st = ctx->ops->buffer_create(ctx, buf);
     if (st) {
-        free(buf);
+        xfa_free(buf);
         return st;
     }
     *out = buf;
@@ -149,7 +150,7 @@ void xfa_buffer_destroy(xfa_buffer **buf)
 {
     if (!buf || !*buf) return;
     (*buf)->ctx->ops->buffer_destroy((*buf)->ctx, *buf);
-    free(*buf);
+    xfa_free(*buf);
     *buf = NULL;
 }
 
@@ -272,6 +273,37 @@ xfa_status xfa_attention_decode(xfa_context *ctx, const xfa_decode_params *param
         return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "the %s backend has no decode path",
                         xfa_backend_name(ctx->info.backend));
     return ctx->ops->decode(ctx, &args);
+}
+
+xfa_status xfa_attention_backward_scratch_size(xfa_context *ctx, const xfa_attention_params *params,
+                                               const xfa_tensor *q, const xfa_tensor *k, const xfa_tensor *v,
+                                               const xfa_tensor *o, const xfa_tensor *d_o, const xfa_tensor *lse,
+                                               const xfa_tensor *dq, const xfa_tensor *dk, const xfa_tensor *dv,
+                                               size_t *bytes)
+{
+    if (!ctx) return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "ctx is NULL");
+    if (!bytes) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "bytes is NULL");
+    xfa_clear_error(ctx);
+    xfa_backward_args args;
+    memset(&args, 0, sizeof args);
+    const xfa_status st = xfa_validate_backward(ctx, params, q, k, v, o, d_o, lse, dq, dk, dv, &args);
+    *bytes = st ? 0 : args.scratch_bytes;
+    return st;
+}
+
+xfa_status xfa_attention_decode_scratch_size(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
+                                             const xfa_kv_cache *cache, const xfa_tensor *k_new,
+                                             const xfa_tensor *v_new, const xfa_tensor *o, const xfa_tensor *lse,
+                                             size_t *bytes)
+{
+    if (!ctx) return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "ctx is NULL");
+    if (!bytes) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "bytes is NULL");
+    xfa_clear_error(ctx);
+    xfa_decode_args args;
+    memset(&args, 0, sizeof args);
+    const xfa_status st = xfa_validate_decode(ctx, params, q, cache, k_new, v_new, o, lse, &args);
+    *bytes = st ? 0 : args.scratch_bytes;
+    return st;
 }
 
 xfa_status xfa_merge_partials(xfa_context *ctx, int n, const xfa_tensor *o_parts, const xfa_tensor *lse_parts,

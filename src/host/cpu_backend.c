@@ -4,6 +4,7 @@
  * other backends' algorithm is first tested on. Runs synchronously.
  */
 #define _GNU_SOURCE /* sysconf cache sizes */
+#include "alloc.h"
 #include "cpu_kernel.h"
 #include "dtype.h"
 #include "internal.h"
@@ -114,7 +115,7 @@ static xfa_status cpu_context_create(xfa_context *ctx, int index)
 {
     char msg[XFA_MESSAGE_SIZE];
     cpu_device_info(index, &ctx->info, msg);
-    cpu_context *cpu = calloc(1, sizeof *cpu);
+    cpu_context *cpu = xfa_calloc(1, sizeof *cpu);
     if (!cpu) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the CPU context");
     cpu->threads = online_cpus();
     const char *env = getenv("XFA_CPU_THREADS");
@@ -125,7 +126,7 @@ static xfa_status cpu_context_create(xfa_context *ctx, int index)
 
 static void cpu_context_destroy(xfa_context *ctx)
 {
-    free(ctx->impl);
+    xfa_free(ctx->impl);
     ctx->impl = NULL;
 }
 
@@ -155,7 +156,7 @@ static xfa_status cpu_plan_check(xfa_context *ctx, xfa_plan *plan)
 
 static xfa_status cpu_buffer_create(xfa_context *ctx, xfa_buffer *buf)
 {
-    buf->impl = malloc(buf->size);
+    buf->impl = xfa_malloc(buf->size);
     if (!buf->impl) return xfa_fail(ctx, XFA_ERROR_OUT_OF_DEVICE_MEMORY, "malloc of %zu bytes failed", buf->size);
     return XFA_SUCCESS;
 }
@@ -163,7 +164,7 @@ static xfa_status cpu_buffer_create(xfa_context *ctx, xfa_buffer *buf)
 static void cpu_buffer_destroy(xfa_context *ctx, xfa_buffer *buf)
 {
     (void)ctx;
-    if (buf->owned) free(buf->impl);
+    if (buf->owned) xfa_free(buf->impl);
     buf->impl = NULL;
 }
 
@@ -211,14 +212,14 @@ static const void *view_base(const xfa_tensor *t)
 static void *cpu_worker(void *arg)
 {
     cpu_job *job = arg;
-    float *scratch = malloc(job->scratch_floats * sizeof(float));
+    float *scratch = xfa_malloc(job->scratch_floats * sizeof(float));
     if (!scratch) return NULL;
     for (;;) {
         const int64_t item = atomic_fetch_add(&job->next, 1);
         if (item >= job->total) break;
         job->run_item(job, item, scratch);
     }
-    free(scratch);
+    xfa_free(scratch);
     return NULL;
 }
 
@@ -453,22 +454,25 @@ static xfa_status cpu_decode(xfa_context *ctx, const xfa_decode_args *a)
     job.mem.o = (void *)view_base(&a->o);
     job.mem.lse = a->has_lse ? (float *)view_base(&a->lse) : NULL;
 
-    int64_t *lens = malloc((size_t)a->batch * sizeof *lens);
+    int64_t *lens = xfa_malloc((size_t)a->batch * sizeof *lens);
     if (!lens) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating decode lengths");
     xfa_status st = decode_lengths(ctx, a, &job.dmem, lens);
     if (st) {
-        free(lens);
+        xfa_free(lens);
         return st;
     }
     if (a->append) decode_append(a, &job.dmem, view_base(&a->k_new), view_base(&a->v_new), lens);
     int64_t max_len = 0;
     for (int64_t b = 0; b < a->batch; b++) max_len = lens[b] > max_len ? lens[b] : max_len;
     job.lens = lens;
+    /* The lengths are known here, so fewer splits than the scratch allows may do. */
     job.splits = a->num_splits ? a->num_splits
                                : xfa_decode_choose_splits(ctx->info.compute_units, a->batch, a->heads_kv, max_len, 256);
-    const size_t rows = (size_t)(job.splits * a->batch * a->heads_q * a->seqlen_q);
-    job.parts = malloc(rows * (size_t)a->head_dim * sizeof(float));
-    job.part_lse = malloc(rows * sizeof(float));
+    if (job.splits > a->max_splits) job.splits = a->max_splits;
+    char *scratch = a->scratch ? (char *)a->scratch->impl + a->scratch->native_offset + a->scratch_offset
+                               : xfa_malloc(a->scratch_bytes);
+    job.parts = (float *)scratch;
+    job.part_lse = scratch ? (float *)(scratch + a->scratch_lse_offset) : NULL;
     st = XFA_ERROR_OUT_OF_HOST_MEMORY;
     if (job.parts && job.part_lse) {
         job.run_item = decode_split_item;
@@ -484,9 +488,8 @@ static xfa_status cpu_decode(xfa_context *ctx, const xfa_decode_args *a)
         job.scratch_floats = (size_t)a->head_dim; /* the merged row */
         st = run_job(ctx, &job, "decode merge");
     }
-    free(job.parts);
-    free(job.part_lse);
-    free(lens);
+    if (!a->scratch) xfa_free(scratch);
+    xfa_free(lens);
     return st;
 }
 

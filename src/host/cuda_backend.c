@@ -8,6 +8,7 @@
  * (contexts may sit on different devices). Forward calls are enqueued on the
  * context's stream and return; uploads, downloads and synchronize block.
  */
+#include "alloc.h"
 #include "cuda_internal.h"
 
 #include "launch.h"
@@ -66,7 +67,7 @@ void xfa_cuda_context_free(cuda_context *cu)
         if (cu->own_stream && cu->stream) cudaStreamDestroy(cu->stream);
     }
     cudaGetLastError();
-    free(cu);
+    xfa_free(cu);
 }
 
 static xfa_status cuda_context_create(xfa_context *ctx, int index)
@@ -76,13 +77,13 @@ static xfa_status cuda_context_create(xfa_context *ctx, int index)
     xfa_cuda_device_count(&count, msg);
     if (index < 0 || index >= count)
         return xfa_fail(ctx, XFA_ERROR_INVALID_DEVICE, "CUDA device %d: %d device(s) found", index, count);
-    cuda_context *cu = calloc(1, sizeof *cu);
+    cuda_context *cu = xfa_calloc(1, sizeof *cu);
     if (!cu) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the CUDA context");
     cu->device = index;
     cudaError_t err = cudaSetDevice(index);
     if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
     if (err != cudaSuccess) {
-        free(cu);
+        xfa_free(cu);
         return xfa_cuda_fail(ctx, "creating a CUDA stream", err);
     }
     cu->own_stream = true;
@@ -239,12 +240,13 @@ static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
     p.stages = (int32_t)a->plan.stages;
 
     const bool mma_plan = strcmp(a->plan.path, "mma.sync") == 0;
-    /* The tensor-core kernel takes the row max before scaling: scale > 0 (others run generic). */
-    const bool mma_ok = mma_plan && a->scale > 0.0f && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
-                        mma_view_ok(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
+    const bool tensor_views = mma_plan && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
+                              mma_view_ok(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
+    /* The mma.sync kernel takes the row max before scaling: scale > 0 (others run generic). */
+    const bool mma_ok = tensor_views && a->scale > 0.0f;
     xfa_cuda_result r = XFA_CUDA_NOT_HANDLED;
 #ifdef XFA_CUDA_HAVE_SM90
-    if (mma_ok && cu->sm90) {
+    if (tensor_views && cu->sm90) {
         /* The library's tile is the mma.sync kernel's; the Hopper kernel picks its own. */
         xfa_cuda_forward hp = p;
         hp.Br = hp.Bc = hp.stages = 0;

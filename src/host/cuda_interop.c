@@ -3,6 +3,7 @@
  * device and stream, buffers over the caller's device memory, and access to
  * the native handles. Nothing taken from the caller is ever destroyed here.
  */
+#include "alloc.h"
 #include "xfa_cuda.h"
 
 #include "cuda_internal.h"
@@ -24,11 +25,11 @@ xfa_status xfa_cuda_context_create_from(int device, cudaStream_t stream, xfa_con
     if (device < 0 || device >= count)
         return xfa_fail(NULL, count ? XFA_ERROR_INVALID_DEVICE : XFA_ERROR_NO_DEVICE, "CUDA device %d: %d device(s) found",
                         device, count);
-    xfa_context *ctx = calloc(1, sizeof *ctx);
-    cuda_context *cu = calloc(1, sizeof *cu);
+    xfa_context *ctx = xfa_calloc(1, sizeof *ctx);
+    cuda_context *cu = xfa_calloc(1, sizeof *cu);
     if (!ctx || !cu) {
-        free(ctx);
-        free(cu);
+        xfa_free(ctx);
+        xfa_free(cu);
         return xfa_fail(NULL, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a context");
     }
     ctx->ops = &xfa_cuda_backend;
@@ -42,7 +43,7 @@ xfa_status xfa_cuda_context_create_from(int device, cudaStream_t stream, xfa_con
     if (st) {
         xfa_set_thread_error(ctx->last_error);
         xfa_cuda_context_free(cu);
-        free(ctx);
+        xfa_free(ctx);
         return st;
     }
     ctx->impl = cu;
@@ -68,7 +69,7 @@ xfa_status xfa_cuda_buffer_wrap(xfa_context *ctx, void *ptr, size_t bytes, xfa_b
     if (attr.device != cu->device)
         return xfa_fail(ctx, XFA_ERROR_WRONG_CONTEXT, "%p is on CUDA device %d, the context on %d", ptr, attr.device,
                         cu->device);
-    xfa_buffer *buf = calloc(1, sizeof *buf);
+    xfa_buffer *buf = xfa_calloc(1, sizeof *buf);
     if (!buf) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a buffer handle");
     buf->ctx = ctx;
     buf->size = bytes;

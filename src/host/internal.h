@@ -40,6 +40,10 @@ typedef struct xfa_forward_args {
 typedef struct xfa_backward_args {
     xfa_forward_args fwd;
     xfa_tensor d_o, dq, dk, dv;
+    /* f32 delta [B][Hq][Sq] = rowsum(dO * O): scratch_bytes at scratch_offset of the caller's
+     * scratch, or (scratch NULL) memory of the backend's own. */
+    xfa_buffer *scratch;
+    size_t scratch_offset, scratch_bytes;
 } xfa_backward_args;
 
 /* A decode call after validation. */
@@ -60,7 +64,13 @@ typedef struct xfa_decode_args {
     float softcap;
     bool has_alibi;
     xfa_tensor alibi;
-    int num_splits; /* 0: the backend chooses (xfa_decode_choose_splits) */
+    int num_splits; /* 0: the backend chooses (xfa_decode_choose_splits), at most max_splits */
+    int max_splits; /* the most splits the call may use: what the scratch is sized for */
+    /* Partial results: f32 parts [splits][B][Hq][Sq][D] at scratch_offset, f32 LSEs [splits][B][Hq][Sq]
+     * at scratch_offset + scratch_lse_offset (xfa_decode_scratch_bytes). scratch NULL: the backend
+     * allocates scratch_bytes for the call. */
+    xfa_buffer *scratch;
+    size_t scratch_offset, scratch_lse_offset, scratch_bytes;
 } xfa_decode_args;
 
 /* A merge call after validation: n parts, each an o view and an lse view. */
@@ -160,6 +170,10 @@ xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *p
                                  const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o, const xfa_tensor *d_o,
                                  const xfa_tensor *lse, const xfa_tensor *dq, const xfa_tensor *dk,
                                  const xfa_tensor *dv, xfa_backward_args *args);
+/* Checks a caller's scratch (params.scratch at offset, `bytes` needed): its context, a
+ * 256-byte-aligned offset, its size, and no overlap with the call's views (n of them, named). */
+xfa_status xfa_validate_scratch(xfa_context *ctx, const xfa_buffer *scratch, size_t offset, size_t bytes,
+                                const xfa_tensor *const *views, const char *const *names, int n);
 /* validate_decode.c: checks decode and merge calls and fills their args. */
 xfa_status xfa_validate_decode(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
                                const xfa_kv_cache *cache, const xfa_tensor *k_new, const xfa_tensor *v_new,
@@ -168,6 +182,8 @@ xfa_status xfa_validate_merge(xfa_context *ctx, int n, const xfa_tensor *o_parts
                               const xfa_tensor *o, const xfa_tensor *lse, xfa_merge_args *args);
 /* Split-KV factor for a decode call: enough work-groups to fill the device's compute
  * units a few times over, each with at least `min_keys` keys. */
+/* Scratch bytes of a validated decode call sized for a->max_splits; *lse_offset: where the LSEs start. */
+size_t xfa_decode_scratch_bytes(const xfa_decode_args *a, size_t *lse_offset);
 int xfa_decode_choose_splits(uint32_t compute_units, int64_t batch, int64_t heads_kv, int64_t max_len,
                              int64_t min_keys);
 /* Shared by the validators: a feature the device must list, and whether two views share memory. */

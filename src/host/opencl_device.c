@@ -6,6 +6,7 @@
  * order, over CL_DEVICE_TYPE_ALL (PoCL's CPU device is not a GPU). Nothing is
  * cached between calls, so discovery is safe from any thread.
  */
+#include "alloc.h"
 #include "opencl_internal.h"
 
 #include <stdio.h>
@@ -147,20 +148,20 @@ static void device_string(cl_device_id device, cl_device_info what, char *out, s
     out[0] = '\0';
     size_t len = 0;
     if (clGetDeviceInfo(device, what, 0, NULL, &len) != CL_SUCCESS || len == 0) return;
-    char *full = malloc(len + 1);
+    char *full = xfa_malloc(len + 1);
     if (!full) return;
     if (clGetDeviceInfo(device, what, len, full, NULL) == CL_SUCCESS) {
         full[len] = '\0';
         snprintf(out, size, "%s", full);
     }
-    free(full);
+    xfa_free(full);
 }
 
 static bool has_extension(cl_device_id device, const char *name)
 {
     size_t size = 0;
     if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &size) != CL_SUCCESS || size == 0) return false;
-    char *ext = malloc(size + 1);
+    char *ext = xfa_malloc(size + 1);
     if (!ext) return false;
     bool found = false;
     if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, size, ext, NULL) == CL_SUCCESS) {
@@ -169,7 +170,7 @@ static bool has_extension(cl_device_id device, const char *name)
         for (const char *p = strstr(ext, name); p && !found; p = strstr(p + 1, name))
             found = (p == ext || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0');
     }
-    free(ext);
+    xfa_free(ext);
     return found;
 }
 
@@ -232,8 +233,12 @@ xfa_status xfa_opencl_describe(cl_platform_id platform, cl_device_id device, xfa
     info->subgroup_size = warp ? warp : 1;
     /* f16 goes through vload_half/vstore_half (core OpenCL, no cl_khr_fp16), bf16 through bit shifts. */
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
+    /* Both forward kernels take windows, softcap, ALiBi, bias and variable lengths (same arguments);
+     * decode, merge and backward have their own kernels, the same on every device. */
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
-                     XFA_FEATURE_ENGINE_HANDLES;
+                     XFA_FEATURE_ENGINE_HANDLES | XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI |
+                     XFA_FEATURE_BIAS | XFA_FEATURE_VARLEN | XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV |
+                     XFA_FEATURE_MERGE | XFA_FEATURE_BACKWARD;
     const opencl_path *chosen = choose_path(platform, device);
     if (chosen == &xfa_opencl_path_portable) snprintf(info->path, sizeof info->path, "%s", chosen->name);
     else snprintf(info->path, sizeof info->path, "%s (f16/bf16), portable (f32)", chosen->name);

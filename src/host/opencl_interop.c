@@ -4,6 +4,7 @@
  * Each handle taken from the caller is retained once here and released once
  * by the ordinary destroy paths (opencl_backend.c).
  */
+#include "alloc.h"
 #include "xfa_opencl.h"
 
 #include "opencl_internal.h"
@@ -36,11 +37,11 @@ xfa_status xfa_opencl_context_create_from(cl_context context, cl_device_id devic
         return xfa_fail(NULL, XFA_ERROR_BACKEND_FAILURE, "clGetDeviceInfo(CL_DEVICE_PLATFORM): %s (%d)",
                         xfa_opencl_error_name(err), err);
 
-    xfa_context *ctx = calloc(1, sizeof *ctx);
-    opencl_context *cl = calloc(1, sizeof *cl);
+    xfa_context *ctx = xfa_calloc(1, sizeof *ctx);
+    opencl_context *cl = xfa_calloc(1, sizeof *cl);
     if (!ctx || !cl) {
-        free(ctx);
-        free(cl);
+        xfa_free(ctx);
+        xfa_free(cl);
         return xfa_fail(NULL, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a context");
     }
     ctx->ops = &xfa_opencl_backend;
@@ -56,7 +57,7 @@ xfa_status xfa_opencl_context_create_from(cl_context context, cl_device_id devic
     if (st) {
         xfa_set_thread_error(ctx->last_error);
         xfa_opencl_context_free(cl);
-        free(ctx);
+        xfa_free(ctx);
         return st;
     }
     ctx->impl = cl;
@@ -84,7 +85,7 @@ xfa_status xfa_opencl_buffer_wrap(xfa_context *ctx, cl_mem mem, size_t offset, s
     if (offset > mem_size || bytes > mem_size - offset)
         return xfa_fail(ctx, XFA_ERROR_OUT_OF_BOUNDS, "%zu bytes at offset %zu pass the end of a %zu-byte cl_mem", bytes,
                         offset, mem_size);
-    xfa_buffer *buf = calloc(1, sizeof *buf);
+    xfa_buffer *buf = xfa_calloc(1, sizeof *buf);
     if (!buf) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a buffer handle");
     clRetainMemObject(mem);
     buf->ctx = ctx;
@@ -121,7 +122,7 @@ xfa_status xfa_opencl_last_event(xfa_context *ctx, cl_event *event)
     *event = NULL;
     if (!is_opencl(ctx)) return xfa_fail(ctx, XFA_ERROR_WRONG_CONTEXT, "not an OpenCL context");
     opencl_context *cl = ctx->impl;
-    if (!cl->last_event) return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "no forward call was enqueued on this context yet");
+    if (!cl->last_event) return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "no call was enqueued on this context yet");
     clRetainEvent(cl->last_event);
     *event = cl->last_event;
     return XFA_SUCCESS;

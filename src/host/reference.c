@@ -1,4 +1,5 @@
 /* reference.c - plain attention on the host (see reference.h). */
+#include "alloc.h"
 #include "reference.h"
 
 #include "dtype.h"
@@ -23,7 +24,7 @@ xfa_host_view xfa_host_view_of(const xfa_tensor *t, const void *buffer_base)
 static double *gather(const xfa_host_view *t)
 {
     const int64_t B = t->shape[0], S = t->shape[1], H = t->shape[2], D = t->shape[3];
-    double *out = malloc((size_t)(B * H * S * D) * sizeof *out);
+    double *out = xfa_malloc((size_t)(B * H * S * D) * sizeof *out);
     if (!out) return NULL;
     double *dst = out;
     for (int64_t b = 0; b < B; b++)
@@ -77,7 +78,7 @@ xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, doub
 {
     const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
     const int64_t Sk = p->k.shape[1], Hkv = p->k.shape[2], group = Hq / Hkv;
-    double *score = malloc((size_t)Sk * sizeof *score);
+    double *score = xfa_malloc((size_t)Sk * sizeof *score);
     double *Q = gather(&p->q), *K = gather(&p->k), *V = gather(&p->v);
     xfa_status st = XFA_ERROR_OUT_OF_HOST_MEMORY;
     if (!score || !Q || !K || !V) goto done;
@@ -111,10 +112,10 @@ xfa_status xfa_reference_forward(const xfa_reference_problem *p, double *o, doub
             }
     st = XFA_SUCCESS;
 done:
-    free(score);
-    free(Q);
-    free(K);
-    free(V);
+    xfa_free(score);
+    xfa_free(Q);
+    xfa_free(K);
+    xfa_free(V);
     return st;
 }
 
@@ -123,7 +124,7 @@ xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype prec,
 {
     const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
     const int64_t Sk = p->k.shape[1], Hkv = p->k.shape[2], group = Hq / Hkv;
-    float *prob = malloc((size_t)Sk * sizeof *prob);
+    float *prob = xfa_malloc((size_t)Sk * sizeof *prob);
     double *Q = gather(&p->q), *K = gather(&p->k), *V = gather(&p->v); /* exact copies of the stored values */
     xfa_status st = XFA_ERROR_OUT_OF_HOST_MEMORY;
     if (!prob || !Q || !K || !V) goto done;
@@ -160,10 +161,10 @@ xfa_status xfa_reference_unfused(const xfa_reference_problem *p, xfa_dtype prec,
             }
     st = XFA_SUCCESS;
 done:
-    free(prob);
-    free(Q);
-    free(K);
-    free(V);
+    xfa_free(prob);
+    xfa_free(Q);
+    xfa_free(K);
+    xfa_free(V);
     return st;
 }
 
@@ -181,7 +182,7 @@ static xfa_status backward(const xfa_reference_problem *p, const xfa_host_view *
     const int64_t B = p->q.shape[0], Sq = p->q.shape[1], Hq = p->q.shape[2], D = p->q.shape[3];
     const int64_t Sk = p->k.shape[1], Hkv = p->k.shape[2], group = Hq / Hkv;
     const size_t n_kv = (size_t)(B * Sk * Hkv * D), n_mat = (size_t)(Sq * Sk);
-    double *P = malloc(n_mat * sizeof *P), *dS = malloc(n_mat * sizeof *dS), *dcap = malloc(n_mat * sizeof *dcap);
+    double *P = xfa_malloc(n_mat * sizeof *P), *dS = xfa_malloc(n_mat * sizeof *dS), *dcap = xfa_malloc(n_mat * sizeof *dcap);
     double *Q = gather(&p->q), *K = gather(&p->k), *V = gather(&p->v), *dO = gather(d_o);
     xfa_status st = XFA_ERROR_OUT_OF_HOST_MEMORY;
     if (!P || !dS || !dcap || !Q || !K || !V || !dO) goto done;
@@ -247,13 +248,13 @@ static xfa_status backward(const xfa_reference_problem *p, const xfa_host_view *
     st = XFA_SUCCESS;
 #undef R
 done:
-    free(P);
-    free(dS);
-    free(dcap);
-    free(Q);
-    free(K);
-    free(V);
-    free(dO);
+    xfa_free(P);
+    xfa_free(dS);
+    xfa_free(dcap);
+    xfa_free(Q);
+    xfa_free(K);
+    xfa_free(V);
+    xfa_free(dO);
     return st;
 }
 

@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define MAX_SPLITS 1024
@@ -160,7 +161,28 @@ xfa_status xfa_validate_decode(xfa_context *ctx, const xfa_decode_params *params
     a->has_alibi = params->alibi_slopes != NULL;
     if (a->has_alibi) a->alibi = *params->alibi_slopes;
     a->num_splits = params->num_splits;
+    a->max_splits = params->num_splits ? params->num_splits
+                                       : xfa_decode_choose_splits(ctx->info.compute_units, B, Hkv, a->capacity, 256);
+    a->scratch_bytes = xfa_decode_scratch_bytes(a, &a->scratch_lse_offset);
+    if (!a->scratch_bytes)
+        return xfa_fail(ctx, XFA_ERROR_SIZE_OVERFLOW, "the decode partials (%d splits) overflow a size_t", a->max_splits);
+    if (params->scratch) {
+        if ((st = xfa_validate_scratch(ctx, params->scratch, params->scratch_offset, a->scratch_bytes, views, names,
+                                       10)))
+            return st;
+        a->scratch = params->scratch;
+        a->scratch_offset = params->scratch_offset;
+    }
     return XFA_SUCCESS;
+}
+
+size_t xfa_decode_scratch_bytes(const xfa_decode_args *a, size_t *lse_offset)
+{
+    const double rows = (double)a->max_splits * (double)a->batch * (double)a->heads_q * (double)a->seqlen_q;
+    if (rows * (double)(a->head_dim + 1) * 4.0 + 512.0 > (double)SIZE_MAX / 2) return 0;
+    const size_t parts = (size_t)rows * (size_t)a->head_dim * 4;
+    *lse_offset = (parts + 255) / 256 * 256;
+    return *lse_offset + (size_t)rows * 4;
 }
 
 xfa_status xfa_validate_merge(xfa_context *ctx, int n, const xfa_tensor *o_parts, const xfa_tensor *lse_parts,

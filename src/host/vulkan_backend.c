@@ -5,6 +5,7 @@
  * waiting (the next call, a download or xfa_context_synchronize waits on the
  * fence; never vkDeviceWaitIdle).
  */
+#include "alloc.h"
 #include "vulkan_internal.h"
 
 #include <stdlib.h>
@@ -20,11 +21,11 @@ static xfa_status physical_device(int index, VkPhysicalDevice *out, char *msg)
     if (st) return st;
     if (index < 0 || index >= count)
         return xfa_msg(msg, XFA_ERROR_INVALID_DEVICE, "Vulkan device %d: %d device(s) can run xfa", index, count);
-    VkPhysicalDevice *devices = calloc((size_t)count, sizeof *devices);
+    VkPhysicalDevice *devices = xfa_calloc((size_t)count, sizeof *devices);
     if (!devices) return xfa_msg(msg, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the device list");
     st = xfa_vk_physical_devices(devices, &count, msg);
     if (!st) *out = devices[index];
-    free(devices);
+    xfa_free(devices);
     return st;
 }
 
@@ -56,14 +57,16 @@ static xfa_status vk_device_info(int index, xfa_device_info *info, char *msg)
 static xfa_status open_context(xfa_context *ctx, int index)
 {
     char msg[XFA_MESSAGE_SIZE];
-    vk_context *vk = calloc(1, sizeof *vk);
+    vk_context *vk = xfa_calloc(1, sizeof *vk);
     if (!vk) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the Vulkan context");
     ctx->impl = vk;
     xfa_status st = xfa_vk_instance(&vk->instance, msg);
     if (!st) st = physical_device(index, &vk->physical, msg);
     if (st) return xfa_fail(ctx, st, "%s", msg);
     const char *why = xfa_vk_query_caps(vk->instance, vk->physical, &vk->caps);
-    if (why) return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "Vulkan device %d: %s", index, why);
+    if (why)
+        return xfa_fail(ctx, why == xfa_vk_out_of_host_memory ? XFA_ERROR_OUT_OF_HOST_MEMORY : XFA_ERROR_UNSUPPORTED_FEATURE,
+                        "Vulkan device %d: %s", index, why);
     vk->use_coopmat = want_coopmat(&vk->caps);
 
     const float priority = 1.0f;
@@ -111,7 +114,7 @@ static void vk_context_destroy(xfa_context *ctx)
     vk_context *vk = ctx->impl;
     if (!vk) return;
     xfa_vk_context_release(vk);
-    free(vk);
+    xfa_free(vk);
     ctx->impl = NULL;
 }
 
@@ -158,4 +161,7 @@ const xfa_backend_ops xfa_vulkan_backend = {
     .buffer_download = xfa_vk_download,
     .forward = vk_forward,
     .synchronize = vk_synchronize,
+    .backward = xfa_vk_backward,
+    .decode = xfa_vk_decode,
+    .merge = xfa_vk_merge,
 };

@@ -66,6 +66,7 @@ void xfa_vk_context_release(vk_context *vk)
     if (vk->pending) vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
     xfa_vk_pipelines_release(vk);
     xfa_vk_staging_release(vk);
+    xfa_vk_scratch_release(vk);
     if (vk->fence) vkDestroyFence(vk->device, vk->fence, NULL);
     if (vk->pool) vkDestroyCommandPool(vk->device, vk->pool, NULL);
     if (vk->owns_device) vkDestroyDevice(vk->device, NULL);

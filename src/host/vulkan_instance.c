@@ -3,6 +3,7 @@
  * discovery and by the contexts xfa opens itself), the validation-layer
  * messenger that counts messages, and which physical devices can run xfa.
  */
+#include "alloc.h"
 #include "vulkan_internal.h"
 
 #include <pthread.h>
@@ -56,15 +57,18 @@ static bool validation_requested(void)
     return env && *env && strcmp(env, "0") != 0;
 }
 
+/* What xfa_vk_query_caps returns when it ran out of memory, told apart from a device that lacks something. */
+const char xfa_vk_out_of_host_memory[] = "out of host memory";
+
 static bool layer_present(const char *name)
 {
     uint32_t n = 0;
     if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return false;
-    VkLayerProperties *layers = calloc(n, sizeof *layers);
+    VkLayerProperties *layers = xfa_calloc(n, sizeof *layers);
     bool found = false;
     if (layers && vkEnumerateInstanceLayerProperties(&n, layers) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(layers[i].layerName, name) == 0;
-    free(layers);
+    xfa_free(layers);
     return found;
 }
 
@@ -154,7 +158,7 @@ static bool coopmat_shape_present(VkInstance instance, VkPhysicalDevice device)
     if (!get) return false;
     uint32_t n = 0;
     if (get(device, &n, NULL) != VK_SUCCESS || n == 0) return false;
-    VkCooperativeMatrixPropertiesKHR *props = calloc(n, sizeof *props);
+    VkCooperativeMatrixPropertiesKHR *props = xfa_calloc(n, sizeof *props);
     if (!props) return false;
     for (uint32_t i = 0; i < n; i++) props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
     bool found = false;
@@ -165,7 +169,7 @@ static bool coopmat_shape_present(VkInstance instance, VkPhysicalDevice device)
                     p->BType == VK_COMPONENT_TYPE_FLOAT16_KHR && p->CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
                     p->ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && p->scope == VK_SCOPE_SUBGROUP_KHR;
         }
-    free(props);
+    xfa_free(props);
     return found;
 }
 
@@ -196,23 +200,38 @@ const char *xfa_vk_query_caps(VkInstance instance, VkPhysicalDevice device, vk_d
 
     uint32_t n_ext = 0;
     vkEnumerateDeviceExtensionProperties(device, NULL, &n_ext, NULL);
-    VkExtensionProperties *exts = calloc(n_ext ? n_ext : 1, sizeof *exts);
-    if (!exts) return "out of host memory";
+    VkExtensionProperties *exts = xfa_calloc(n_ext ? n_ext : 1, sizeof *exts);
+    if (!exts) return xfa_vk_out_of_host_memory;
     vkEnumerateDeviceExtensionProperties(device, NULL, &n_ext, exts);
     const bool push = has_extension(exts, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     const bool coop = has_extension(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    free(exts);
+    const bool nv_sm = has_extension(exts, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+    const bool amd_cores = has_extension(exts, n_ext, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+    xfa_free(exts);
+    /* Core Vulkan does not count compute units; two vendor extensions do (0: unknown). */
+    if (nv_sm || amd_cores) {
+        VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+        VkPhysicalDeviceShaderCorePropertiesAMD cores = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = nv_sm ? (void *)&sm : (void *)&cores};
+        vkGetPhysicalDeviceProperties2(device, &p2);
+        caps->compute_units = nv_sm ? sm.shaderSMCount
+                                    : cores.shaderEngineCount * cores.shaderArraysPerEngineCount *
+                                          cores.computeUnitsPerShaderArray;
+    }
     if (!push) return "no VK_KHR_push_descriptor";
 
     uint32_t n_fam = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(device, &n_fam, NULL);
-    VkQueueFamilyProperties *fams = calloc(n_fam ? n_fam : 1, sizeof *fams);
-    if (!fams) return "out of host memory";
+    VkQueueFamilyProperties *fams = xfa_calloc(n_fam ? n_fam : 1, sizeof *fams);
+    if (!fams) return xfa_vk_out_of_host_memory;
     vkGetPhysicalDeviceQueueFamilyProperties(device, &n_fam, fams);
     uint32_t family = UINT32_MAX;
     for (uint32_t i = 0; i < n_fam && family == UINT32_MAX; i++)
         if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = i;
-    free(fams);
+    xfa_free(fams);
     if (family == UINT32_MAX) return "no compute queue";
     caps->queue_family = family;
 
@@ -242,17 +261,23 @@ xfa_status xfa_vk_physical_devices(VkPhysicalDevice *devices, int *count, char *
     uint32_t n = 0;
     VkResult r = vkEnumeratePhysicalDevices(instance, &n, NULL);
     if (r != VK_SUCCESS || n == 0) return XFA_SUCCESS;
-    VkPhysicalDevice *all = calloc(n, sizeof *all);
+    VkPhysicalDevice *all = xfa_calloc(n, sizeof *all);
     if (!all) return xfa_msg(msg, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the device list");
     r = vkEnumeratePhysicalDevices(instance, &n, all);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) n = 0;
     for (uint32_t i = 0; i < n; i++) {
         vk_device_caps caps;
-        if (xfa_vk_query_caps(instance, all[i], &caps) != NULL) continue;
+        const char *unfit = xfa_vk_query_caps(instance, all[i], &caps);
+        if (unfit == xfa_vk_out_of_host_memory) { /* not "this device lacks something" */
+            xfa_free(all);
+            *count = 0;
+            return xfa_msg(msg, XFA_ERROR_OUT_OF_HOST_MEMORY, "querying the Vulkan devices: out of host memory");
+        }
+        if (unfit) continue;
         if (devices) devices[*count] = all[i];
         (*count)++;
     }
-    free(all);
+    xfa_free(all);
     return XFA_SUCCESS;
 }
 
@@ -285,8 +310,10 @@ void xfa_vk_fill_info(const vk_device_caps *caps, bool coopmat, xfa_device_info 
             info->global_mem_bytes += caps->memory.memoryHeaps[i].size;
     info->subgroup_size = caps->subgroup_size;
     info->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
-    info->compute_units = 0; /* core Vulkan does not say */
+    info->compute_units = caps->compute_units; /* 0 when the device does not say */
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
-                     XFA_FEATURE_ENGINE_HANDLES;
+                     XFA_FEATURE_ENGINE_HANDLES | XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI |
+                     XFA_FEATURE_BIAS | XFA_FEATURE_VARLEN | XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV |
+                     XFA_FEATURE_MERGE | XFA_FEATURE_BACKWARD;
 }

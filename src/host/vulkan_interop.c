@@ -2,6 +2,7 @@
  * vulkan_interop.c - xfa_vulkan.h: contexts on the caller's device, wrapped
  * VkBuffers, and recording the dispatch into the caller's command buffer.
  */
+#include "alloc.h"
 #include "vulkan_internal.h"
 
 #include <stdlib.h>
@@ -16,11 +17,11 @@ xfa_status xfa_vulkan_context_create(const xfa_vulkan_context_params *p, xfa_con
     if (!p) return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "params is NULL");
     if (!p->instance || !p->physical_device || !p->device || !p->queue)
         return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "instance, physical_device, device and queue are required");
-    xfa_context *ctx = calloc(1, sizeof *ctx);
-    vk_context *vk = calloc(1, sizeof *vk);
+    xfa_context *ctx = xfa_calloc(1, sizeof *ctx);
+    vk_context *vk = xfa_calloc(1, sizeof *vk);
     if (!ctx || !vk) {
-        free(ctx);
-        free(vk);
+        xfa_free(ctx);
+        xfa_free(vk);
         return xfa_fail(NULL, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a context");
     }
     ctx->ops = &xfa_vulkan_backend;
@@ -35,7 +36,9 @@ xfa_status xfa_vulkan_context_create(const xfa_vulkan_context_params *p, xfa_con
     vk->user = p->user;
     const char *why = xfa_vk_query_caps(p->instance, p->physical_device, &vk->caps);
     xfa_status st = XFA_SUCCESS;
-    if (why) st = xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE, "the caller's Vulkan device cannot run xfa: %s", why);
+    if (why)
+        st = xfa_fail(ctx, why == xfa_vk_out_of_host_memory ? XFA_ERROR_OUT_OF_HOST_MEMORY : XFA_ERROR_UNSUPPORTED_FEATURE,
+                      "the caller's Vulkan device cannot run xfa: %s", why);
     if (!st) {
         vk->caps.queue_family = p->queue_family; /* the caller's choice, not the first compute family */
         vk->use_coopmat = false;
@@ -49,8 +52,8 @@ xfa_status xfa_vulkan_context_create(const xfa_vulkan_context_params *p, xfa_con
     if (st) {
         xfa_set_thread_error(ctx->last_error);
         xfa_vk_context_release(vk);
-        free(vk);
-        free(ctx);
+        xfa_free(vk);
+        xfa_free(ctx);
         return st;
     }
     *out = ctx;
@@ -66,11 +69,11 @@ xfa_status xfa_vulkan_buffer_wrap(xfa_context *ctx, VkBuffer buffer, VkDeviceSiz
     if (ctx->ops != &xfa_vulkan_backend) return xfa_fail(ctx, XFA_ERROR_WRONG_CONTEXT, "not a Vulkan context");
     if (buffer == VK_NULL_HANDLE) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "buffer is VK_NULL_HANDLE");
     if (bytes == 0) return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "buffer size is 0");
-    xfa_buffer *buf = calloc(1, sizeof *buf);
-    vk_buffer *b = calloc(1, sizeof *b);
+    xfa_buffer *buf = xfa_calloc(1, sizeof *buf);
+    vk_buffer *b = xfa_calloc(1, sizeof *b);
     if (!buf || !b) {
-        free(buf);
-        free(b);
+        xfa_free(buf);
+        xfa_free(b);
         return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a buffer handle");
     }
     b->buffer = buffer;

@@ -2,6 +2,7 @@
  * vulkan_memory.c - device buffers and the host-visible staging buffer that
  * uploads and downloads go through (in chunks, so staging stays small).
  */
+#include "alloc.h"
 #include "vulkan_internal.h"
 
 #include <stdlib.h>
@@ -58,9 +59,18 @@ static xfa_status make_buffer(xfa_context *ctx, VkDeviceSize size, VkBufferUsage
     return XFA_SUCCESS;
 }
 
+xfa_status xfa_vk_device_buffer(xfa_context *ctx, VkDeviceSize size, VkBuffer *buffer, VkDeviceMemory *memory)
+{
+    const VkMemoryPropertyFlags wants[] = {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0};
+    return make_buffer(ctx, size,
+                       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                           VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                       wants, 2, buffer, memory);
+}
+
 xfa_status xfa_vk_buffer_create(xfa_context *ctx, xfa_buffer *buf)
 {
-    vk_buffer *b = calloc(1, sizeof *b);
+    vk_buffer *b = xfa_calloc(1, sizeof *b);
     if (!b) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating a buffer handle");
     /* Rounded up so a 16-bit view's last word and the descriptor range stay inside. */
     const VkDeviceSize size = ((VkDeviceSize)buf->size + 15) & ~(VkDeviceSize)15;
@@ -70,7 +80,7 @@ xfa_status xfa_vk_buffer_create(xfa_context *ctx, xfa_buffer *buf)
                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                                 wants, 2, &b->buffer, &b->memory);
     if (st) {
-        free(b);
+        xfa_free(b);
         return st;
     }
     buf->impl = b;
@@ -89,7 +99,7 @@ void xfa_vk_buffer_destroy(xfa_context *ctx, xfa_buffer *buf)
         vkDestroyBuffer(vk->device, b->buffer, NULL);
         vkFreeMemory(vk->device, b->memory, NULL);
     }
-    free(b);
+    xfa_free(b);
     buf->impl = NULL;
 }
 
@@ -167,4 +177,30 @@ xfa_status xfa_vk_download(xfa_context *ctx, xfa_buffer *buf, size_t offset, voi
         memcpy((char *)dst + done, vk->staging_map, n);
     }
     return st ? st : xfa_vk_check_validation(ctx);
+}
+
+void xfa_vk_scratch_release(vk_context *vk)
+{
+    if (vk->scratch) vkDestroyBuffer(vk->device, vk->scratch, NULL);
+    if (vk->scratch_memory) vkFreeMemory(vk->device, vk->scratch_memory, NULL);
+    vk->scratch = VK_NULL_HANDLE;
+    vk->scratch_memory = VK_NULL_HANDLE;
+    vk->scratch_size = 0;
+}
+
+/* At least `bytes` of scratch. Called after xfa_vk_begin, so the old buffer is idle. */
+xfa_status xfa_vk_ensure_scratch(xfa_context *ctx, VkDeviceSize bytes)
+{
+    vk_context *vk = ctx->impl;
+    if (vk->scratch_size >= bytes) return XFA_SUCCESS;
+    xfa_vk_scratch_release(vk);
+    const VkDeviceSize size = bytes < ((VkDeviceSize)1 << 20) ? (VkDeviceSize)1 << 20 : bytes;
+    if (size > vk->caps.props.limits.maxStorageBufferRange)
+        return xfa_fail(ctx, XFA_ERROR_UNSUPPORTED_FEATURE,
+                        "decode needs %llu bytes of scratch, more than the device's maxStorageBufferRange %u",
+                        (unsigned long long)size, vk->caps.props.limits.maxStorageBufferRange);
+    xfa_status st = xfa_vk_device_buffer(ctx, size, &vk->scratch, &vk->scratch_memory);
+    if (st) return st;
+    vk->scratch_size = size;
+    return XFA_SUCCESS;
 }

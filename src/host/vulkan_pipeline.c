@@ -3,6 +3,7 @@
  * (SPIR-V embedded at build time), and compute pipelines specialised per plan
  * and made once per context (through a VkPipelineCache).
  */
+#include "alloc.h"
 #include "vulkan_internal.h"
 #include "vulkan_shaders.h"
 
@@ -138,8 +139,8 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
 {
     vk_context *vk = ctx->impl;
     VkResult r;
-    VkDescriptorSetLayoutBinding bindings[5];
-    for (uint32_t i = 0; i < 5; i++) {
+    VkDescriptorSetLayoutBinding bindings[VK_BINDINGS];
+    for (uint32_t i = 0; i < VK_BINDINGS; i++) {
         const VkDescriptorSetLayoutBinding b = {
             .binding = i,
             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -152,7 +153,7 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
     const VkDescriptorSetLayoutCreateInfo set_info = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
         .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
-        .bindingCount = 5,
+        .bindingCount = VK_BINDINGS,
         .pBindings = bindings,
     };
     if ((r = vkCreateDescriptorSetLayout(vk->device, &set_info, NULL, &vk->set_layout)))
@@ -172,11 +173,19 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
         return xfa_vk_fail(ctx, r, "vkCreatePipelineLayout");
     xfa_status st = make_module(ctx, xfa_spv_flash_forward, xfa_spv_flash_forward_size, &vk->scalar_module);
     if (st) return st;
+    if ((st = make_module(ctx, xfa_spv_flash_decode, xfa_spv_flash_decode_size, &vk->modules[VK_SHADER_DECODE])) ||
+        (st = make_module(ctx, xfa_spv_kv_append, xfa_spv_kv_append_size, &vk->modules[VK_SHADER_APPEND])) ||
+        (st = make_module(ctx, xfa_spv_merge, xfa_spv_merge_size, &vk->modules[VK_SHADER_MERGE])) ||
+        (st = make_module(ctx, xfa_spv_flash_backward, xfa_spv_flash_backward_size, &vk->modules[VK_SHADER_BACKWARD])))
+        return st;
 #ifdef XFA_VULKAN_COOPMAT
     if (vk->use_coopmat &&
         (st = make_module(ctx, xfa_spv_flash_forward_coopmat, xfa_spv_flash_forward_coopmat_size, &vk->coopmat_module)))
         return st;
 #endif
+    if ((st = xfa_vk_device_buffer(ctx, (VkDeviceSize)VK_EXTRA_SLOTS * VK_EXTRA_SLOT_BYTES, &vk->extra,
+                                   &vk->extra_memory)))
+        return st;
     if (vk->cache == VK_NULL_HANDLE) {
         const VkPipelineCacheCreateInfo cache_info = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
         if ((r = vkCreatePipelineCache(vk->device, &cache_info, NULL, &vk->cache)))
@@ -189,21 +198,90 @@ xfa_status xfa_vk_pipelines_init(xfa_context *ctx)
 void xfa_vk_pipelines_release(vk_context *vk)
 {
     for (size_t i = 0; i < vk->n_pipelines; i++) vkDestroyPipeline(vk->device, vk->pipelines[i].pipeline, NULL);
-    free(vk->pipelines);
+    xfa_free(vk->pipelines);
     vk->pipelines = NULL;
     vk->n_pipelines = vk->cap_pipelines = 0;
+    for (size_t i = 0; i < vk->n_spec; i++) vkDestroyPipeline(vk->device, vk->spec_pipelines[i].pipeline, NULL);
+    xfa_free(vk->spec_pipelines);
+    vk->spec_pipelines = NULL;
+    vk->n_spec = vk->cap_spec = 0;
+    for (int i = 0; i < VK_SHADER_COUNT_; i++)
+        if (vk->modules[i]) vkDestroyShaderModule(vk->device, vk->modules[i], NULL);
     if (vk->owns_cache && vk->cache) vkDestroyPipelineCache(vk->device, vk->cache, NULL);
+    if (vk->extra) vkDestroyBuffer(vk->device, vk->extra, NULL);
+    if (vk->extra_memory) vkFreeMemory(vk->device, vk->extra_memory, NULL);
     if (vk->scalar_module) vkDestroyShaderModule(vk->device, vk->scalar_module, NULL);
     if (vk->coopmat_module) vkDestroyShaderModule(vk->device, vk->coopmat_module, NULL);
     if (vk->pipeline_layout) vkDestroyPipelineLayout(vk->device, vk->pipeline_layout, NULL);
     if (vk->set_layout) vkDestroyDescriptorSetLayout(vk->device, vk->set_layout, NULL);
 }
 
-static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
+xfa_status xfa_vk_scalar_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan,
+                              uint32_t *br_multiple)
+{
+    const vk_context *vk = ctx->impl;
+    char msg[XFA_MESSAGE_SIZE];
+    const xfa_plan_limits lim = limits(vk);
+    const xfa_tile_layout layout = scalar_layout(vk);
+    *br_multiple = layout.br_multiple;
+    xfa_status st = xfa_plan_make(&lim, &layout, head_dim, dtype, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s", msg) : XFA_SUCCESS;
+}
+
+xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_t *values, uint32_t n,
+                                VkPipeline *out)
+{
+    static const char *const names[VK_SHADER_COUNT_] = {"flash_decode", "kv_append", "merge", "flash_backward"};
+    vk_context *vk = ctx->impl;
+    vk_spec_entry key;
+    memset(&key, 0, sizeof key);
+    key.shader = shader;
+    key.n = n;
+    memcpy(key.values, values, n * sizeof *values);
+    for (size_t i = 0; i < vk->n_spec; i++)
+        if (vk->spec_pipelines[i].shader == shader && vk->spec_pipelines[i].n == n &&
+            memcmp(vk->spec_pipelines[i].values, key.values, sizeof key.values) == 0) {
+            *out = vk->spec_pipelines[i].pipeline;
+            return XFA_SUCCESS;
+        }
+    if (vk->n_spec == vk->cap_spec) {
+        const size_t cap = vk->cap_spec ? 2 * vk->cap_spec : 16;
+        vk_spec_entry *grown = xfa_realloc(vk->spec_pipelines, cap * sizeof *grown);
+        if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the pipeline table");
+        vk->spec_pipelines = grown;
+        vk->cap_spec = cap;
+    }
+    VkSpecializationMapEntry entries[VK_SPEC_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        const VkSpecializationMapEntry e = {i, i * 4, 4};
+        entries[i] = e;
+    }
+    const VkSpecializationInfo spec = {n, entries, n * 4, key.values};
+    const VkComputePipelineCreateInfo info = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage =
+            {
+                .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = vk->modules[shader],
+                .pName = "main",
+                .pSpecializationInfo = &spec,
+            },
+        .layout = vk->pipeline_layout,
+    };
+    VkResult r = vkCreateComputePipelines(vk->device, vk->cache, 1, &info, NULL, &key.pipeline);
+    if (r) return xfa_fail(ctx, XFA_ERROR_KERNEL_BUILD, "vkCreateComputePipelines (%s) failed: %s", names[shader],
+                           xfa_vk_result_name(r));
+    vk->spec_pipelines[vk->n_spec++] = key;
+    *out = key.pipeline;
+    return XFA_SUCCESS;
+}
+
+static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a, bool vec4)
 {
     vk_pipeline_key key;
     memset(&key, 0, sizeof key);
-    key.path = uses_coopmat(vk, a->dtype) ? VK_PATH_COOPMAT : VK_PATH_SCALAR;
+    key.path = uses_coopmat(vk, a->dtype) && strcmp(a->plan.path, "coopmat") == 0 ? VK_PATH_COOPMAT : VK_PATH_SCALAR;
     key.head_dim = (uint32_t)a->head_dim;
     key.Br = a->plan.Br;
     key.Bc = a->plan.Bc;
@@ -211,6 +289,12 @@ static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a)
     key.dtype = (uint32_t)a->dtype;
     key.causal = a->causal;
     key.has_lse = a->has_lse;
+    key.window = a->window_left >= 0 || (a->window_right >= 0 && !a->causal);
+    key.softcap = a->softcap > 0.0f;
+    key.alibi = a->has_alibi;
+    key.bias = !a->has_bias ? 0 : a->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
+    key.varlen = a->varlen;
+    key.vec4 = key.path == VK_PATH_SCALAR && vec4;
     return key;
 }
 
@@ -220,7 +304,7 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
     /* constant_id 0..8 of flash_forward.comp (id 3: invocations per row, PAD 4 floats) and of
      * flash_forward_coopmat.comp (id 3: subgroup size, PAD 8 halves), in order. */
     const bool coop = key->path == VK_PATH_COOPMAT;
-    const uint32_t values[9] = {key->head_dim,
+    const uint32_t values[15] = {key->head_dim,
                                 key->Br,
                                 key->Bc,
                                 coop ? vk->caps.subgroup_size : key->threads_per_row,
@@ -228,13 +312,21 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
                                 key->causal ? VK_TRUE : VK_FALSE,
                                 key->has_lse ? VK_TRUE : VK_FALSE,
                                 coop ? 8 : 4,
-                                key->Br * key->threads_per_row};
-    VkSpecializationMapEntry entries[9];
-    for (uint32_t i = 0; i < 9; i++) {
+                                key->Br * key->threads_per_row,
+                                key->window ? VK_TRUE : VK_FALSE,
+                                key->softcap ? VK_TRUE : VK_FALSE,
+                                key->alibi ? VK_TRUE : VK_FALSE,
+                                key->bias,
+                                key->varlen ? VK_TRUE : VK_FALSE,
+                                key->vec4 ? VK_TRUE : VK_FALSE};
+    /* ids 9..13 (the features) are in both shaders, 14 (4-element loads) in the scalar one */
+    const uint32_t n_values = coop ? 14 : 15;
+    VkSpecializationMapEntry entries[15];
+    for (uint32_t i = 0; i < n_values; i++) {
         const VkSpecializationMapEntry e = {i, i * 4, 4};
         entries[i] = e;
     }
-    const VkSpecializationInfo spec = {9, entries, sizeof values, values};
+    const VkSpecializationInfo spec = {n_values, entries, n_values * 4, values};
     const VkComputePipelineCreateInfo info = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage =
@@ -256,10 +348,10 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
     return XFA_SUCCESS;
 }
 
-xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, VkPipeline *out)
+xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, bool vec4, VkPipeline *out)
 {
     vk_context *vk = ctx->impl;
-    const vk_pipeline_key key = key_for(vk, args);
+    const vk_pipeline_key key = key_for(vk, args, vec4);
     for (size_t i = 0; i < vk->n_pipelines; i++)
         if (memcmp(&vk->pipelines[i].key, &key, sizeof key) == 0) {
             *out = vk->pipelines[i].pipeline;
@@ -267,7 +359,7 @@ xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, V
         }
     if (vk->n_pipelines == vk->cap_pipelines) {
         const size_t cap = vk->cap_pipelines ? 2 * vk->cap_pipelines : 16;
-        vk_pipeline_entry *grown = realloc(vk->pipelines, cap * sizeof *grown);
+        vk_pipeline_entry *grown = xfa_realloc(vk->pipelines, cap * sizeof *grown);
         if (!grown) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "growing the pipeline table");
         vk->pipelines = grown;
         vk->cap_pipelines = cap;
