@@ -59,10 +59,12 @@ xfa_tile_layout xfa_cuda_mma_layout(uint32_t d, uint32_t warps)
     return layout;
 }
 
+/* XFA_CUDA_PATH=mma.sync leaves the Hopper path out (to test or time mma.sync on an H100). */
 bool xfa_cuda_sm90_built(void)
 {
 #ifdef XFA_CUDA_HAVE_SM90
-    return true;
+    const char *forced = getenv("XFA_CUDA_PATH");
+    return !(forced && strcasecmp(forced, "mma.sync") == 0);
 #else
     return false;
 #endif

@@ -34,7 +34,7 @@ extern const xfa_tile_layout xfa_cuda_generic_layout;
 bool xfa_cuda_mma_available(int cc_major);
 /* cuda_backend.c: whether the tensor-core kernel is built for this head dim. */
 bool xfa_cuda_mma_head_dim(int64_t d);
-/* The Hopper path's presence in this build. */
+/* The Hopper path's presence in this build (and not switched off by XFA_CUDA_PATH=mma.sync). */
 bool xfa_cuda_sm90_built(void);
 
 /* cuda_backend.c: fills ctx->info and cu's device fields once cu->device and cu->stream are set. */

@@ -41,6 +41,7 @@ if has tests; then
 step test_cuda_interop 120 "$build/tests/test_cuda_interop"
 step forward 300 "$build/tests/test_forward" cuda
 step forward_generic 300 env XFA_CUDA_PATH=generic "$build/tests/test_forward" cuda
+step forward_mma 300 env XFA_CUDA_PATH=mma.sync "$build/tests/test_forward" cuda
 step backward 120 "$build/tests/test_backward" cuda
 step decode 120 "$build/tests/test_decode" cuda
 step threads 120 "$build/tests/test_threads" cuda
@@ -83,6 +84,11 @@ for t in f16 bf16; do
   for d in 64 128 256; do
     for c in "" --causal; do
       "$xfa" bench --backend cuda --dtype $t --dim $d $c --seqlens $seqlens --csv 2>> "$logs/bench_err.log" | tail -n +2 >> "$csv"
+      # On Hopper builds the default is wgmma; time the mma.sync kernel beside it.
+      if grep -q "path wgmma\|: wgmma" "$logs/info.log"; then
+        XFA_CUDA_PATH=mma.sync "$xfa" bench --backend cuda --dtype $t --dim $d $c --seqlens $seqlens --csv \
+          2>> "$logs/bench_err.log" | tail -n +2 >> "$csv"
+      fi
     done
   done
 done
