@@ -6,7 +6,9 @@
  * A work-group owns Br query rows of one (batch, head); each of its warps owns
  * MT m16 tiles of them. Per K/V block of Bc keys:
  *   S = Q Kᵀ        A = Q from shared memory (ldmatrix), B = K rows (ldmatrix)
- *   online softmax  in registers, log2 domain: scores times scale·log2(e), exp2
+ *   online softmax  in registers, log2 domain: exp2(s · scale·log2(e) − m) as one FFMA
+ *                   and one EX2 (the host sends only scale > 0 here, so the raw max scales
+ *                   to the row max)
  *   acc += P V      A = P straight from the S accumulators (the m16n8 C layout
  *                   of two n8 tiles is the m16k16 A layout), B = V (ldmatrix.trans)
  * Loads are cp.async into one K and one V buffer, interleaved as in
@@ -53,10 +55,10 @@ __device__ __forceinline__ void load_tile(T *dst, const T *src, int64_t row_stri
     }
 }
 
-template <int D, typename T, bool CAUSAL>
-__global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const xfa_cuda_forward p)
+template <int D, int WARPS, typename T, bool CAUSAL>
+__device__ __forceinline__ void mma_forward_body(const xfa_cuda_forward &p)
 {
-    constexpr int Br = XFA_MMA_BR(D), Bc = XFA_MMA_BC(D), WARPS = XFA_MMA_WARPS, THREADS = WARPS * 32;
+    constexpr int Br = XFA_MMA_BR(D, WARPS), Bc = XFA_MMA_BC(D), THREADS = WARPS * 32;
     constexpr int MT = Br / WARPS / 16; /* m16 tiles per warp */
     constexpr int NT = Bc / 8;          /* n8 tiles of S */
     constexpr int DT = D / 8;           /* n8 tiles of O */
@@ -103,6 +105,21 @@ __global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const x
         l_i[mt][0] = l_i[mt][1] = 0.0f;
     }
 
+    /* At small head dims Q's fragments fit in registers: each block then reads only K and V from
+     * shared memory. */
+    constexpr bool Q_IN_REGS = D <= 64;
+    uint32_t q_frag[Q_IN_REGS ? MT : 1][Q_IN_REGS ? D / 16 : 1][4];
+    if constexpr (Q_IN_REGS) {
+        cp_async_wait_all();
+        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+                ldmatrix_x4(smem_addr(Q_tile + (warp * MT * 16 + mt * 16 + (lane & 15)) * ROW + kk * 16 + (lane >> 4) * 8),
+                            q_frag[mt][kk][0], q_frag[mt][kk][1], q_frag[mt][kk][2], q_frag[mt][kk][3]);
+    }
+
     for (int j = 0; j < n_blocks; ++j) {
         const int col0 = j * Bc;
         cp_async_wait_all();
@@ -121,9 +138,16 @@ __global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const x
         for (int kk = 0; kk < D / 16; ++kk) {
             uint32_t a[MT][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-                ldmatrix_x4(smem_addr(Q_tile + (warp * MT * 16 + mt * 16 + (lane & 15)) * ROW + kk * 16 + (lane >> 4) * 8),
-                            a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (Q_IN_REGS) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][Q_IN_REGS ? kk : 0][e];
+                } else {
+                    ldmatrix_x4(smem_addr(Q_tile + (warp * MT * 16 + mt * 16 + (lane & 15)) * ROW + kk * 16 +
+                                          (lane >> 4) * 8),
+                                a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+                }
+            }
 #pragma unroll
             for (int np = 0; np < NT / 2; ++np) {
                 uint32_t b0, b1, b2, b3;
@@ -147,7 +171,7 @@ __global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const x
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    float x = s[mt][nt][e] * scale_log2;
+                    float x = s[mt][nt][e];
                     if (ragged || crosses) {
                         const int row = warp_row0 + mt * 16 + g + (e >> 1) * 8;
                         const int col = col0 + nt * 8 + 2 * t + (e & 1);
@@ -160,11 +184,12 @@ __global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const x
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-                float mx = m_i[mt][hr];
+                float mx = -INFINITY;
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                mx = fmaxf(m_i[mt][hr], mx * scale_log2); /* scale > 0: the raw max scales to the max */
                 /* A row that has seen no key yet keeps -inf; subtract 0 then, so exp2 gives 0, not NaN. */
                 const float m_use = mx == -INFINITY ? 0.0f : mx;
                 const float alpha = fast_exp2(m_i[mt][hr] - m_use);
@@ -172,8 +197,8 @@ __global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const x
                 float row_sum = 0.0f;
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-                    s[mt][nt][2 * hr] = fast_exp2(s[mt][nt][2 * hr] - m_use);
-                    s[mt][nt][2 * hr + 1] = fast_exp2(s[mt][nt][2 * hr + 1] - m_use);
+                    s[mt][nt][2 * hr] = fast_exp2(fmaf(s[mt][nt][2 * hr], scale_log2, -m_use));
+                    s[mt][nt][2 * hr + 1] = fast_exp2(fmaf(s[mt][nt][2 * hr + 1], scale_log2, -m_use));
                     row_sum += s[mt][nt][2 * hr] + s[mt][nt][2 * hr + 1];
                 }
                 l_i[mt][hr] = l_i[mt][hr] * alpha + row_sum;
@@ -237,29 +262,52 @@ __global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const x
         }
 }
 
-template <int D, typename T, bool CAUSAL>
+template <int D, int WARPS, typename T, bool CAUSAL>
+__global__ void __launch_bounds__(WARPS * 32) mma_forward_kernel(const xfa_cuda_forward p)
+{
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
+    /* A tile wider than these GPUs' shared memory is never planned for them: no code for it. */
+    constexpr bool built = XFA_MMA_SMEM_BYTES(D, WARPS) <= XFA_MMA_SMEM_SM86;
+#else
+    constexpr bool built = true;
+#endif
+    if constexpr (built) mma_forward_body<D, WARPS, T, CAUSAL>(p);
+    else __trap();
+}
+
+template <int D, int WARPS, typename T, bool CAUSAL>
 static xfa_cuda_result mma_launch(const xfa_cuda_forward *p, cudaStream_t stream)
 {
-    constexpr int Br = XFA_MMA_BR(D);
-    const int smem = XFA_MMA_SMEM_BYTES(D);
-    void (*kernel)(const xfa_cuda_forward) = mma_forward_kernel<D, T, CAUSAL>;
+    constexpr int Br = XFA_MMA_BR(D, WARPS);
+    const int smem = XFA_MMA_SMEM_BYTES(D, WARPS);
+    void (*kernel)(const xfa_cuda_forward) = mma_forward_kernel<D, WARPS, T, CAUSAL>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return (xfa_cuda_result)err;
     const dim3 grid((unsigned)((p->seqlen_q + Br - 1) / Br), (unsigned)p->heads_q, (unsigned)p->batch);
-    kernel<<<grid, XFA_MMA_WARPS * 32, smem, stream>>>(*p);
+    kernel<<<grid, WARPS * 32, smem, stream>>>(*p);
     return (xfa_cuda_result)cudaGetLastError();
 }
 
-/* The launcher for one head dim: f16 or bf16, causal or not, the compiled tile only. */
+template <int D, int WARPS> static xfa_cuda_result mma_dtype(const xfa_cuda_forward *p, cudaStream_t s)
+{
+    if (p->dtype == XFA_CUDA_F16)
+        return p->causal ? mma_launch<D, WARPS, __half, true>(p, s) : mma_launch<D, WARPS, __half, false>(p, s);
+    if (p->dtype == XFA_CUDA_BF16)
+        return p->causal ? mma_launch<D, WARPS, __nv_bfloat16, true>(p, s)
+                         : mma_launch<D, WARPS, __nv_bfloat16, false>(p, s);
+    return XFA_CUDA_NOT_HANDLED;
+}
+
+/* The launcher for one head dim: f16 or bf16, causal or not, one of the built tiles (by p->Br;
+ * 0 takes the first). */
 template <int D> static xfa_cuda_result mma_forward(const xfa_cuda_forward *p, void *stream)
 {
-    if (p->head_dim != D || (p->Br && p->Br != XFA_MMA_BR(D)) || (p->Bc && p->Bc != XFA_MMA_BC(D)))
-        return XFA_CUDA_NOT_HANDLED;
+    constexpr int W1 = XFA_MMA_WARPS_FIRST(D), W2 = XFA_MMA_WARPS_SECOND(D);
+    if (p->head_dim != D || (p->Bc && p->Bc != XFA_MMA_BC(D))) return XFA_CUDA_NOT_HANDLED;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (p->dtype == XFA_CUDA_F16)
-        return p->causal ? mma_launch<D, __half, true>(p, s) : mma_launch<D, __half, false>(p, s);
-    if (p->dtype == XFA_CUDA_BF16)
-        return p->causal ? mma_launch<D, __nv_bfloat16, true>(p, s) : mma_launch<D, __nv_bfloat16, false>(p, s);
+    if (!p->Br || p->Br == XFA_MMA_BR(D, W1)) return mma_dtype<D, W1>(p, s);
+    if constexpr (W2 != W1)
+        if (p->Br == XFA_MMA_BR(D, W2)) return mma_dtype<D, W2>(p, s);
     return XFA_CUDA_NOT_HANDLED;
 }
 

@@ -61,11 +61,14 @@ START_TEST(test_caller_stream_and_memory)
     const xfa_tensor o = xfa_tensor_bshd(buf, o_at, XFA_DTYPE_F32, B, Sq, Hq, D);
     const xfa_tensor lse = xfa_tensor_lse(buf, lse_at, B, Sq, Hq);
 
-    /* The caller's stream is held: a forward that waited for its work would never return. */
-    gate_open = 0;
-    ck_assert_int_eq(cudaLaunchHostFunc(stream, hold_stream, NULL), cudaSuccess);
+    /* The caller's stream is held: a forward that waited for its work would never return. A first,
+     * ungated call loads the kernel (lazy module loading waits for the device, so it would block). */
     xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
     params.causal = 1;
+    ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_SUCCESS);
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    gate_open = 0;
+    ck_assert_int_eq(cudaLaunchHostFunc(stream, hold_stream, NULL), cudaSuccess);
     ck_assert_int_eq(xfa_attention_forward(ctx, &params, &q, &k, &v, &o, &lse), XFA_SUCCESS);
     ck_assert_int_eq(cudaStreamQuery(stream), cudaErrorNotReady);
     gate_open = 1;
@@ -153,6 +156,22 @@ START_TEST(test_local_memory_cap)
     xfa_test_case tc = xfa_test_case_make(1, 50, 70, 2, 1, 128, XFA_DTYPE_F16, true, 12);
     xfa_test_result r = xfa_test_run_case(ctx, &tc);
     ck_assert_msg(r.status == XFA_SUCCESS && r.passed, "%s", r.message);
+    xfa_context_destroy(&ctx);
+
+    /* M of an sm_86/sm_89 (99 KiB): head dims above 128 take the narrower tensor-core tile. */
+    setenv("XFA_CUDA_LOCAL_MEM_LIMIT", "101376", 1);
+    ck_assert_int_eq(xfa_context_create(XFA_BACKEND_CUDA, test_device, &ctx), XFA_SUCCESS);
+    unsetenv("XFA_CUDA_LOCAL_MEM_LIMIT");
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, test_device);
+    for (int64_t d = 192; d <= 256 && major >= 8; d += 64) {
+        ck_assert_int_eq(xfa_plan_get(ctx, (uint32_t)d, XFA_DTYPE_BF16, &plan), XFA_SUCCESS);
+        ck_assert_str_eq(plan.path, "mma.sync");
+        ck_assert_uint_eq(plan.Br, 64);
+        xfa_test_case narrow = xfa_test_case_make(2, 150, 131, 2, 1, d, XFA_DTYPE_BF16, d == 256, 13);
+        r = xfa_test_run_case(ctx, &narrow);
+        ck_assert_msg(r.status == XFA_SUCCESS && r.passed, "%s", r.message);
+    }
     xfa_context_destroy(&ctx);
 
     setenv("XFA_CUDA_LOCAL_MEM_LIMIT", "4096", 1);

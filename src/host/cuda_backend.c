@@ -12,6 +12,7 @@
 #include "cuda_internal.h"
 
 #include "launch.h"
+#include "mma_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +108,11 @@ static xfa_status cuda_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype
     const cuda_context *cu = ctx->impl;
     char msg[XFA_MESSAGE_SIZE];
     if (dtype != XFA_DTYPE_F32 && xfa_cuda_mma_available(cu->cc_major) && xfa_cuda_mma_head_dim(head_dim)) {
-        const xfa_tile_layout mma = xfa_cuda_mma_layout(head_dim);
-        if (xfa_plan_make(&cu->limits, &mma, head_dim, dtype, plan, msg) == XFA_SUCCESS) return XFA_SUCCESS;
+        const uint32_t warps[2] = {XFA_MMA_WARPS_FIRST(head_dim), XFA_MMA_WARPS_SECOND(head_dim)};
+        for (int i = 0; i < 2; i++) {
+            const xfa_tile_layout mma = xfa_cuda_mma_layout(head_dim, warps[i]);
+            if (xfa_plan_make(&cu->limits, &mma, head_dim, dtype, plan, msg) == XFA_SUCCESS) return XFA_SUCCESS;
+        }
     }
     xfa_status st = xfa_plan_make(&cu->limits, &xfa_cuda_generic_layout, head_dim, dtype, plan, msg);
     return st ? xfa_fail(ctx, st, "%s (CUDA generic path on %s)", msg, ctx->info.name) : XFA_SUCCESS;
@@ -120,11 +124,14 @@ static xfa_status cuda_plan_check(xfa_context *ctx, xfa_plan *plan)
     const cuda_context *cu = ctx->impl;
     char msg[XFA_MESSAGE_SIZE];
     if (plan->dtype != XFA_DTYPE_F32 && xfa_cuda_mma_available(cu->cc_major) && xfa_cuda_mma_head_dim(plan->head_dim)) {
-        const xfa_tile_layout mma = xfa_cuda_mma_layout(plan->head_dim);
-        xfa_plan tried = *plan;
-        if (xfa_plan_fit(&cu->limits, &mma, &tried, msg) == XFA_SUCCESS) {
-            *plan = tried;
-            return XFA_SUCCESS;
+        const uint32_t warps[2] = {XFA_MMA_WARPS_FIRST(plan->head_dim), XFA_MMA_WARPS_SECOND(plan->head_dim)};
+        for (int i = 0; i < 2; i++) {
+            const xfa_tile_layout mma = xfa_cuda_mma_layout(plan->head_dim, warps[i]);
+            xfa_plan tried = *plan;
+            if (xfa_plan_fit(&cu->limits, &mma, &tried, msg) == XFA_SUCCESS) {
+                *plan = tried;
+                return XFA_SUCCESS;
+            }
         }
     }
     xfa_status st = xfa_plan_fit(&cu->limits, &xfa_cuda_generic_layout, plan, msg);
@@ -233,11 +240,13 @@ static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
     p.stages = (int32_t)a->plan.stages;
 
     const bool mma_plan = strcmp(a->plan.path, "mma.sync") == 0;
-    const bool mma_ok = mma_plan && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
-                        mma_view_ok(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
+    const bool tensor_views = mma_plan && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
+                              mma_view_ok(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
+    /* The mma.sync kernel takes the row max before scaling: scale > 0 (others run generic). */
+    const bool mma_ok = tensor_views && a->scale > 0.0f;
     xfa_cuda_result r = XFA_CUDA_NOT_HANDLED;
 #ifdef XFA_CUDA_HAVE_SM90
-    if (mma_ok && cu->sm90) {
+    if (tensor_views && cu->sm90) {
         /* The library's tile is the mma.sync kernel's; the Hopper kernel picks its own. */
         xfa_cuda_forward hp = p;
         hp.Br = hp.Bc = hp.stages = 0;

@@ -34,12 +34,13 @@ const xfa_tile_layout xfa_cuda_generic_layout = {
     .threads_per_row = XFA_CUDA_GENERIC_THREADS_PER_ROW,
 };
 
-/* The tensor-core kernel's one compiled tile per head dim: Br and Bc are both their own multiple
- * and maximum, so the plan is that tile when it fits M and fails (the generic path then runs)
- * when it does not. Q, K and V as 16-bit elements; S, P, m_i, l_i and acc in registers. */
-xfa_tile_layout xfa_cuda_mma_layout(uint32_t d)
+/* One of the tensor-core kernel's tiles for head dim d (cuda/mma_config.h): Br and Bc are both
+ * their own multiple and maximum, so a plan is exactly that tile when it fits M and fails when
+ * it does not (the next tile, then the generic path, is tried). Q, K and V as 16-bit elements;
+ * S, P, m_i, l_i and acc in registers. */
+xfa_tile_layout xfa_cuda_mma_layout(uint32_t d, uint32_t warps)
 {
-    const uint32_t br = XFA_MMA_BR(d), bc = XFA_MMA_BC(d);
+    const uint32_t br = XFA_MMA_BR(d, warps), bc = XFA_MMA_BC(d);
     const xfa_tile_layout layout = {
         .path = "mma.sync",
         .q_elem_bytes = 2,
@@ -53,15 +54,17 @@ xfa_tile_layout xfa_cuda_mma_layout(uint32_t d)
         .bc_multiple = bc,
         .br_max = br,
         .bc_max = bc,
-        .threads_per_row = XFA_MMA_WARPS * 32 / br ? XFA_MMA_WARPS * 32 / br : 1,
+        .threads_per_row = warps * 32 / br ? warps * 32 / br : 1,
     };
     return layout;
 }
 
+/* XFA_CUDA_PATH=mma.sync leaves the Hopper path out (to test or time mma.sync on an H100). */
 bool xfa_cuda_sm90_built(void)
 {
 #ifdef XFA_CUDA_HAVE_SM90
-    return true;
+    const char *forced = getenv("XFA_CUDA_PATH");
+    return !(forced && strcasecmp(forced, "mma.sync") == 0);
 #else
     return false;
 #endif
@@ -110,12 +113,11 @@ xfa_status xfa_cuda_describe(int device, xfa_device_info *info, char *msg)
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
                      XFA_FEATURE_ENGINE_HANDLES;
-    if (prop.major == 9 && xfa_cuda_sm90_built() && xfa_cuda_mma_available(prop.major))
-        snprintf(info->path, sizeof info->path, "wgmma, mma.sync (f16/bf16), generic (f32)");
-    else if (xfa_cuda_mma_available(prop.major))
-        snprintf(info->path, sizeof info->path, "mma.sync (f16/bf16), generic (f32)");
-    else
-        snprintf(info->path, sizeof info->path, "generic");
+    /* The path f16/bf16 take (f32 always runs the generic kernel). */
+    const char *path = !xfa_cuda_mma_available(prop.major)                  ? "generic"
+                       : prop.major == 9 && xfa_cuda_sm90_built() ? "wgmma"
+                                                                          : "mma.sync";
+    snprintf(info->path, sizeof info->path, "%s", path);
     return XFA_SUCCESS;
 }
 

@@ -26,14 +26,15 @@ xfa_status xfa_cuda_device_count(int *count, char *msg);
 xfa_status xfa_cuda_describe(int device, xfa_device_info *info, char *msg);
 /* The limits plans are made with. */
 xfa_plan_limits xfa_cuda_limits(const xfa_device_info *info);
-/* Layouts: the tensor-core kernel's for head_dim d (cuda/mma_config.h), and the generic kernel's. */
-xfa_tile_layout xfa_cuda_mma_layout(uint32_t d);
+/* Layouts: a tensor-core tile for head_dim d with `warps` warps (cuda/mma_config.h), and the
+ * generic kernel's. */
+xfa_tile_layout xfa_cuda_mma_layout(uint32_t d, uint32_t warps);
 extern const xfa_tile_layout xfa_cuda_generic_layout;
 /* Whether a device of this compute capability gets the mma.sync kernel (sm_80+, XFA_CUDA_PATH=generic off). */
 bool xfa_cuda_mma_available(int cc_major);
 /* cuda_backend.c: whether the tensor-core kernel is built for this head dim. */
 bool xfa_cuda_mma_head_dim(int64_t d);
-/* The Hopper path's presence in this build. */
+/* The Hopper path's presence in this build (and not switched off by XFA_CUDA_PATH=mma.sync). */
 bool xfa_cuda_sm90_built(void);
 
 /* cuda_backend.c: fills ctx->info and cu's device fields once cu->device and cu->stream are set. */
