@@ -71,6 +71,7 @@ fi
 if [ "$WHAT" != tests ]; then
     if [ -n "$QUICK" ]; then dtypes="f16" dims="64 128" seqlens=1024,4096,16384 iters=5
     else dtypes="f16 bf16" dims="64 128 256" seqlens=512,1024,2048,4096,8192,16384 iters=10; fi
+    dtypes=${DTYPES:-$dtypes} dims=${DIMS:-$dims} seqlens=${SEQLENS:-$seqlens}   # the environment may narrow the grid
     csv="$OUT/bench.csv"
     echo "backend,device,path,dtype,head_dim,causal,batch,seqlen,heads,median_ms,min_ms,tflops,gbps" > "$csv"
     for entry in $BACKENDS; do
