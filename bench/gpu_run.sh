@@ -54,9 +54,10 @@ if [ "$WHAT" != bench ]; then
         for suite in $suites; do
             step "${suite}_$be" 300 "$B/tests/test_$suite" "$be" "$idx"
         done
-        # the validation layer (carried as a .deb by .device/prelude.sh) over the device's own paths
-        [ "$be" = vulkan ] && step forward_vulkan_validation 300 env XFA_VULKAN_VALIDATION=1 \
-            "$B/tests/test_forward" vulkan "$idx"
+        # The validation layer over the device's own paths; Debian 12's (1.3.239, what .device/prelude.sh
+        # carries) predates VK_KHR_cooperative_matrix and rejects its SPIR-V, so only on request.
+        [ "$be" = vulkan ] && [ -n "${XFA_GPU_VALIDATION:-}" ] &&
+            step forward_vulkan_validation 300 env XFA_VULKAN_VALIDATION=1 "$B/tests/test_forward" vulkan "$idx"
         for t in "$B"/tests/test_${be}_*; do
             [ -n "$QUICK" ] && [[ "$t" != *features* ]] && continue
             [ -x "$t" ] && step "$(basename "$t")" 300 "$t" "$idx"
@@ -82,6 +83,14 @@ if [ "$WHAT" != tests ]; then
                 tail -n +2 >> "$csv"
         done; done; done
         echo "bench $be: $(grep -c "^$be," "$csv") points" | tee -a "$LOGS/summary.txt"
+        # On Hopper the CUDA backend runs the wgmma kernel; its mma.sync kernel (Ampere-class) as a column too.
+        if [ "$be" = cuda ] && grep -q "^cuda,.*wgmma" "$csv"; then
+            for dtype in $dtypes; do for d in $dims; do for causal in "" --causal; do
+                XFA_CUDA_PATH=mma.sync timeout -k 5 300 "$B/tools/xfa" bench --backend cuda --device "$idx" \
+                    --dtype "$dtype" --dim "$d" $causal --seqlens "$seqlens" --tokens 16384 --iters "$iters" --csv \
+                    2>> "$LOGS/bench_cuda_mma.log" | tail -n +2 | sed 's/^cuda,/cuda-mma.sync,/' >> "$csv"
+            done; done; done
+        fi
     done
     PYTHONUNBUFFERED=1 timeout -k 5 600 python3 bench/peers.py --dtypes "${dtypes// /,}" --dims "${dims// /,}" \
         --seqlens "$seqlens" --iters "$iters" 2> "$LOGS/peers.log" | tail -n +2 >> "$csv"
