@@ -39,7 +39,7 @@ def main(args):
             continue
         key = (r["dtype"], int(r["head_dim"]), int(r["causal"]), int(r["batch"]), int(r["seqlen"]))
         # a variant of a backend (xfa bench --heads-kv / --window: "path+gqa16:2+window4096:0") is its own column
-        name = "+".join([r["backend"]] + r["path"].split("+")[1:])
+        name = "+".join([r["backend"]] + [v for v in r["path"].split("+")[1:] if v.startswith(("gqa", "window"))])
         if name not in backends:
             backends.append(name)
         paths_of.setdefault(name, set()).add(r["path"])

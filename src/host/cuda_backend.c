@@ -111,7 +111,12 @@ static xfa_status cuda_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype
         const uint32_t warps[2] = {XFA_MMA_WARPS_FIRST(head_dim), XFA_MMA_WARPS_SECOND(head_dim)};
         for (int i = 0; i < 2; i++) {
             const xfa_tile_layout mma = xfa_cuda_mma_layout(head_dim, warps[i]);
-            if (xfa_plan_make(&cu->limits, &mma, head_dim, dtype, plan, msg) == XFA_SUCCESS) return XFA_SUCCESS;
+            if (xfa_plan_make(&cu->limits, &mma, head_dim, dtype, plan, msg) == XFA_SUCCESS) {
+                /* On Hopper the wgmma kernel runs these (its tile is its own; this one is the fallback's). */
+                if (cu->sm90 && (head_dim == 64 || head_dim == 128 || head_dim == 256))
+                    snprintf(plan->path, sizeof plan->path, "wgmma");
+                return XFA_SUCCESS;
+            }
         }
     }
     xfa_status st = xfa_plan_make(&cu->limits, &xfa_cuda_generic_layout, head_dim, dtype, plan, msg);
@@ -239,7 +244,7 @@ static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
     p.Bc = (int32_t)a->plan.Bc;
     p.stages = (int32_t)a->plan.stages;
 
-    const bool mma_plan = strcmp(a->plan.path, "mma.sync") == 0;
+    const bool mma_plan = !strcmp(a->plan.path, "mma.sync") || !strcmp(a->plan.path, "wgmma");
     const bool tensor_views = mma_plan && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
                               mma_view_ok(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
     /* The mma.sync kernel takes the row max before scaling: scale > 0 (others run generic). */
