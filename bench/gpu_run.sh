@@ -2,7 +2,8 @@
 # gpu_run.sh - one GPU-machine run of everything xfa has there: each GPU backend's test suites on
 # the NVIDIA device, then one benchmark sweep of every backend beside PyTorch SDPA's flash, cuDNN
 # and math (unfused) backends, all in the same run, merged into one CSV, one markdown table with
-# the ratios (bench/table.py) and one chart (bench/plot.py).
+# the ratios (bench/table.py) and one chart (bench/plot.py); then decoding against a KV cache
+# (xfa bench-decode beside peers.py --decode and the copy bandwidth of the same run).
 #
 #   bench/gpu_run.sh <build-dir> [tests|bench|all] [quick]
 #
@@ -47,9 +48,12 @@ echo "GPU backends (name:device):$BACKENDS" | tee -a "$LOGS/summary.txt"
 if [ "$WHAT" != bench ]; then
     for entry in $BACKENDS; do
         be=${entry%%:*} idx=${entry##*:}
-        for suite in forward backward decode threads; do
+        for suite in forward backward decode threads allocator; do
             step "${suite}_$be" 300 "$B/tests/test_$suite" "$be" "$idx"
         done
+        # the validation layer (carried as a .deb by .device/prelude.sh) over the device's own paths
+        [ "$be" = vulkan ] && step forward_vulkan_validation 300 env XFA_VULKAN_VALIDATION=1 \
+            "$B/tests/test_forward" vulkan "$idx"
         for t in "$B"/tests/test_${be}_*; do
             [ -x "$t" ] && step "$(basename "$t")" 300 "$t" "$idx"
         done
@@ -78,6 +82,35 @@ if [ "$WHAT" != tests ]; then
         --seqlens "$seqlens" --iters "$iters" 2> "$LOGS/peers.log" | tail -n +2 >> "$csv"
     echo "peers: $(grep -c '^sdpa_' "$csv") points" | tee -a "$LOGS/summary.txt"
     python3 bench/table.py "$csv" > "$OUT/bench_table.md" 2>> "$LOGS/summary.txt"
+
+    # Features at D=128 f16, 16k tokens, 16 query heads: GQA 8:1 against the same with repeated K/V
+    # (16 K/V heads), and a causal 4k window against full causal, N = 4k..16k (time should go as N·W).
+    fcsv="$OUT/bench_features.csv"
+    head -1 "$csv" > "$fcsv"
+    for entry in $BACKENDS; do
+        be=${entry%%:*} idx=${entry##*:}
+        for variant in "--heads-kv 16" "--heads-kv 2" "--heads-kv 16 --window 4096,0"; do
+            timeout -k 5 300 "$B/tools/xfa" bench --backend "$be" --device "$idx" --dtype f16 --dim 128 --heads 16 \
+                $variant --causal --seqlens 4096,8192,16384 --tokens 16384 --iters "$iters" --csv \
+                2>> "$LOGS/bench_features_$be.log" | tail -n +2 >> "$fcsv"
+        done
+    done
+    python3 bench/table.py "$fcsv" > "$OUT/bench_features_table.md" 2>> "$LOGS/summary.txt"
+
+    # Decoding: one new token against a KV cache, 32 query / 8 KV heads, D=128, fp16; GB/s of K and V.
+    if [ -n "$QUICK" ]; then batches=1,8 caches=1024,32768; else batches=1,8,32 caches=1024,8192,32768,131072; fi
+    dcsv="$OUT/bench_decode.csv"
+    head -1 "$csv" > "$dcsv"
+    for entry in $BACKENDS; do
+        be=${entry%%:*} idx=${entry##*:}
+        timeout -k 5 300 "$B/tools/xfa" bench-decode --backend "$be" --device "$idx" --dtype f16 --dim 128 \
+            --batches "$batches" --caches "$caches" --iters "$iters" --csv 2>> "$LOGS/bench_decode_$be.log" |
+            tail -n +2 >> "$dcsv"
+    done
+    PYTHONUNBUFFERED=1 timeout -k 5 300 python3 bench/peers.py --decode --batches "$batches" --caches "$caches" \
+        --peers flash,cudnn --iters "$iters" 2>> "$LOGS/peers.log" | tail -n +2 >> "$dcsv"
+    echo "decode: $(($(wc -l < "$dcsv") - 1)) points" | tee -a "$LOGS/summary.txt"
+    python3 bench/table.py --metric gbps "$dcsv" > "$OUT/bench_decode_table.md" 2>> "$LOGS/summary.txt"
     python3 bench/plot.py "$OUT/bench.png" "$csv" >> "$LOGS/plot.log" 2>&1 || echo "plot failed" >> "$LOGS/summary.txt"
-    cat "$OUT/bench_table.md"
+    cat "$OUT/bench_table.md" "$OUT/bench_features_table.md" "$OUT/bench_decode_table.md"
 fi

@@ -3,7 +3,7 @@
  * xfa bench's sweep and in its CSV schema, so that bench/peers.py rows (PyTorch SDPA) sit beside it.
  *
  *     hopper_bench [--dtypes f16,bf16] [--dims 64,128,256] [--seqlens 1024,...,16384] [--tokens 16384]
- *                  [--causal 0,1] [--iters 20] [--label xfa_cuda_sm90]
+ *                  [--causal 0,1] [--iters 20] [--label xfa_cuda_sm90] [--br N --bc N --stages N]
  *
  * Shapes: batch = tokens / N, heads = 2048 / D, (batch, head, seq, dim) storage as torch.randn(b, h, n, d).
  * Random inputs (never zeros); two warm-up launches, then `iters` launches each timed with events;
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 {
     const char *dtypes = "f16,bf16", *dims = "64,128,256", *seqlens = "1024,2048,4096,8192,16384", *causals = "0,1";
     const char *label = "xfa_cuda_sm90";
-    int tokens = 16384, iters = 20;
+    int tokens = 16384, iters = 20, Br = 0, Bc = 0, stages = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dtypes")) dtypes = argv[i + 1];
         else if (!strcmp(argv[i], "--dims")) dims = argv[i + 1];
@@ -72,6 +72,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--tokens")) tokens = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--label")) label = argv[i + 1];
+        else if (!strcmp(argv[i], "--br")) Br = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bc")) Bc = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--stages")) stages = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -120,6 +123,9 @@ int main(int argc, char **argv)
                     p.lse_stride[2] = N;
                     p.scale = 1.f / sqrtf((float)D);
                     p.causal = causal;
+                    p.Br = Br;
+                    p.Bc = Bc;
+                    p.stages = stages;
                     std::vector<float> ms;
                     bool failed = false;
                     for (int it = 0; it < iters + 2 && !failed; it++) {

@@ -13,7 +13,7 @@ import sys
 def main():
     rows = {}
     backends = []
-    for path in sys.argv[1:]:
+    for path in [x for x in sys.argv[1:] if not x.startswith("--")]:
         with open(path) as f:
             for r in csv.DictReader(line for line in f if not line.startswith("#")):
                 if not r.get("backend") or r["backend"] == "backend":
@@ -24,6 +24,9 @@ def main():
                     backends.append(r["backend"])
     main_b = "xfa_cuda_sm90"
     extra = [b for b in backends if b.startswith("xfa_") and b != main_b]
+    only = [c for c in sys.argv[1:] if c.startswith("--cols=")]
+    if only:
+        extra = [b for b in extra if b in only[0][7:].split(",")]
     cols = [main_b] + extra + ["sdpa_cudnn", "sdpa_flash"]
     print("| dtype | D | causal | N | " + " | ".join(cols) + " | ÷cuDNN | ÷flash |")
     print("|" + "---|" * (4 + len(cols) + 2))

@@ -37,6 +37,9 @@ typedef struct xfa_cuda_forward {
     int32_t causal;             /* bottom-right aligned when seqlen_q != seqlen_k */
     /* Tile plan chosen on the host (0: the launcher's default for this head_dim). */
     int32_t Br, Bc, stages;
+    /* head_dim strides of q, k, v, o in elements: 1 for every kernel but the generic one,
+     * which takes any (added after the fields above, which keep their layout). */
+    int64_t d_stride[4];
 } xfa_cuda_forward;
 
 /* Launcher result: 0 = launched; otherwise a cudaError_t value, or -1 when the
@@ -52,6 +55,30 @@ typedef int xfa_cuda_result;
  */
 int xfa_cuda_sm90_supported(const xfa_cuda_forward *p);
 xfa_cuda_result xfa_cuda_sm90_forward(const xfa_cuda_forward *p, void *stream);
+
+/*
+ * The mma.sync path (cuda/mma_d*.cu): m16n8k16 tensor cores, sm_80 and later,
+ * f16/bf16, head dims 32, 64, 96, 128, 192 and 256 (160 and 224 run the generic
+ * kernel), the tile of cuda/mma_config.h.
+ * Needs 16-byte aligned q/k/v/o and (batch, seqlen, head) strides that are
+ * multiples of 8 elements. One launcher per head dim; each raises its
+ * kernels' dynamic shared-memory limit (the opt-in beyond 48 KiB) itself.
+ */
+xfa_cuda_result xfa_cuda_mma_forward_d32(const xfa_cuda_forward *p, void *stream);
+xfa_cuda_result xfa_cuda_mma_forward_d64(const xfa_cuda_forward *p, void *stream);
+xfa_cuda_result xfa_cuda_mma_forward_d96(const xfa_cuda_forward *p, void *stream);
+xfa_cuda_result xfa_cuda_mma_forward_d128(const xfa_cuda_forward *p, void *stream);
+xfa_cuda_result xfa_cuda_mma_forward_d192(const xfa_cuda_forward *p, void *stream);
+xfa_cuda_result xfa_cuda_mma_forward_d256(const xfa_cuda_forward *p, void *stream);
+
+/*
+ * The generic path (cuda/generic.cu): any GPU, any dtype, strides and
+ * alignment, head dims up to 256, computed in f32 without tensor cores. Uses
+ * p->Br rows x 8 threads per row and p->Bc keys per block, with
+ * xfa_cuda_generic_smem_bytes() of dynamic shared memory.
+ */
+xfa_cuda_result xfa_cuda_generic_forward(const xfa_cuda_forward *p, void *stream);
+#define XFA_CUDA_GENERIC_THREADS_PER_ROW 8
 
 #ifdef __cplusplus
 }

@@ -305,11 +305,16 @@ typedef struct xfa_attention_params {
      * cu_seqlens_q[b] (GPU grids are sized from it without reading the offsets). NULL: off. */
     const xfa_tensor *cu_seqlens_q, *cu_seqlens_k;
     int64_t max_seqlen_q;
+    /* Device scratch for the calls that need some (xfa_attention_backward: its size from
+     * xfa_attention_backward_scratch_size), at a byte offset that is a multiple of 256.
+     * NULL: the backend uses memory of its own (kept by the context between calls). */
+    xfa_buffer *scratch;
+    size_t scratch_offset;
 } xfa_attention_params;
 
 /* Defaults: scale 1/sqrt(d), not causal, the library's plan, no window, softcap, ALiBi,
  * bias or variable lengths. */
-#define XFA_ATTENTION_PARAMS_DEFAULT {0.0f, 0, NULL, -1, -1, 0.0f, NULL, NULL, NULL, NULL, 0}
+#define XFA_ATTENTION_PARAMS_DEFAULT {0.0f, 0, NULL, -1, -1, 0.0f, NULL, NULL, NULL, NULL, 0, NULL, 0}
 
 /*
  * O = softmax(S) V per batch and head, exactly (no approximation), where for
@@ -354,6 +359,14 @@ xfa_status xfa_attention_backward(xfa_context *ctx, const xfa_attention_params *
                                   const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o,
                                   const xfa_tensor *d_o, const xfa_tensor *lse, const xfa_tensor *dq,
                                   const xfa_tensor *dk, const xfa_tensor *dv);
+
+/* Bytes of device scratch xfa_attention_backward needs with these arguments (one f32 per query
+ * row and head: rowsum(dO * O)). Validates like the call. */
+xfa_status xfa_attention_backward_scratch_size(xfa_context *ctx, const xfa_attention_params *params,
+                                               const xfa_tensor *q, const xfa_tensor *k, const xfa_tensor *v,
+                                               const xfa_tensor *o, const xfa_tensor *d_o, const xfa_tensor *lse,
+                                               const xfa_tensor *dq, const xfa_tensor *dk, const xfa_tensor *dv,
+                                               size_t *bytes);
 
 /* ------------------------------------------------------------------------ */
 /* Decoding: a few new query tokens against a KV cache                       */

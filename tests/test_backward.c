@@ -73,6 +73,16 @@ START_TEST(test_features)
 }
 END_TEST
 
+START_TEST(test_caller_scratch)
+{
+    /* the caller's scratch instead of the backend's own memory */
+    xfa_test_case tc = xfa_test_case_make(2, 37, 45, 4, 2, 64, (xfa_dtype)(_i % XFA_DTYPE_COUNT_), _i % 2,
+                                          25000 + (uint64_t)_i);
+    tc.caller_scratch = true;
+    expect_pass(&tc, 0);
+}
+END_TEST
+
 START_TEST(test_corruption_is_caught)
 {
     xfa_test_case tc = xfa_test_case_make(1, 33, 33, 2, 1, 64, XFA_DTYPE_F32, true, 24000);
@@ -105,6 +115,28 @@ START_TEST(test_arguments)
     ck_assert_ptr_nonnull(strstr(xfa_context_last_error(ctx), "dq overlaps q"));
     ck_assert_int_eq(xfa_attention_backward(ctx, NULL, &t[0], &t[1], &t[2], &t[3], &t[4], &lse, &t[5], &t[6], &t[6]),
                      XFA_ERROR_ALIASING);
+    /* scratch: sized by the query; refused when short, misaligned or overlapping */
+    size_t need = 0;
+    ck_assert_int_eq(xfa_attention_backward_scratch_size(ctx, NULL, &t[0], &t[1], &t[2], &t[3], &t[4], &lse, &t[5],
+                                                         &t[6], &t[7], &need),
+                     XFA_SUCCESS);
+    ck_assert_uint_ge(need, (size_t)S * H * sizeof(float));
+    xfa_buffer *scratch = NULL;
+    ck_assert_int_eq(xfa_buffer_create(ctx, need, &scratch), XFA_SUCCESS);
+    xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
+    params.scratch = scratch;
+    params.scratch_offset = 256;
+    ck_assert_int_eq(xfa_attention_backward(ctx, &params, &t[0], &t[1], &t[2], &t[3], &t[4], &lse, &t[5], &t[6], &t[7]),
+                     XFA_ERROR_OUT_OF_BOUNDS);
+    params.scratch_offset = 4;
+    ck_assert_int_eq(xfa_attention_backward(ctx, &params, &t[0], &t[1], &t[2], &t[3], &t[4], &lse, &t[5], &t[6], &t[7]),
+                     XFA_ERROR_MISALIGNED);
+    params.scratch = buf;
+    params.scratch_offset = 0;
+    ck_assert_int_eq(xfa_attention_backward(ctx, &params, &t[0], &t[1], &t[2], &t[3], &t[4], &lse, &t[5], &t[6], &t[7]),
+                     XFA_ERROR_ALIASING);
+    ck_assert_ptr_nonnull(strstr(xfa_context_last_error(ctx), "params.scratch overlaps q"));
+    xfa_buffer_destroy(&scratch);
     xfa_buffer_destroy(&buf);
 }
 END_TEST
@@ -118,6 +150,7 @@ static Suite *backward_suite(const char *backend)
     tcase_add_loop_test(tc, test_shapes, 0, 12);
     tcase_add_loop_test(tc, test_half_precisions, 0, 8);
     tcase_add_loop_test(tc, test_features, 0, 24);
+    tcase_add_loop_test(tc, test_caller_scratch, 0, 3);
     tcase_add_test(tc, test_corruption_is_caught);
     tcase_add_test(tc, test_arguments);
     suite_add_tcase(s, tc);

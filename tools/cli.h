@@ -12,6 +12,7 @@ typedef struct cli_options {
     int64_t batch, seqlen, seqlen_k, heads, heads_kv, dim;
     xfa_dtype dtype;
     bool causal;
+    int64_t window_left, window_right; /* --window L,R (-1: no limit); causal is R = 0 */
     bool bhsd;
     uint64_t seed;
     int check;          /* -1 auto (when affordable), 0 never, 1 always */
@@ -22,6 +23,7 @@ typedef struct cli_options {
     bool csv, json;
     int cases;          /* crosscheck: number of problems */
     const char *corrupt; /* crosscheck test hook: perturb this backend's outputs */
+    const char *batches, *caches; /* bench-decode: comma-separated lists */
 } cli_options;
 
 /* Parses argv[first..] into opts (defaults already in opts); prints the problem and returns false on error. */
@@ -29,10 +31,15 @@ bool cli_parse(int argc, char **argv, int first, cli_options *opts);
 /* Creates the context the options name; prints the reason on failure. */
 xfa_context *cli_open(const cli_options *opts);
 double cli_now(void);
+/* 4·D·(query, key) pairs the mask leaves visible, per batch and head: FLOPs that scale with a window. */
+double cli_attention_flops(const cli_options *o, int64_t batch, int64_t heads, int64_t seqlen_q, int64_t seqlen_k);
+/* qsort comparator for doubles. */
+int cli_compare_double(const void *a, const void *b);
 
 int cli_info(const cli_options *opts);
 int cli_run(const cli_options *opts);
 int cli_bench(const cli_options *opts);
+int cli_bench_decode(const cli_options *opts);
 int cli_crosscheck(const cli_options *opts);
 int cli_conformance(const char *action, const char *dir, const cli_options *opts);
 

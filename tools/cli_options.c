@@ -15,6 +15,25 @@ double cli_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+double cli_attention_flops(const cli_options *o, int64_t batch, int64_t heads, int64_t seqlen_q, int64_t seqlen_k)
+{
+    const int64_t left = o->window_left, right = o->causal ? 0 : o->window_right, shift = seqlen_k - seqlen_q;
+    if (left < 0 && right < 0) return 4.0 * (double)batch * (double)heads * (double)seqlen_q * (double)seqlen_k * (double)o->dim;
+    double pairs = 0;
+    for (int64_t i = 0; i < seqlen_q; i++) {
+        const int64_t lo = left < 0 ? 0 : i + shift - left, hi = right < 0 ? seqlen_k - 1 : i + shift + right;
+        const int64_t a = lo < 0 ? 0 : lo, b = hi > seqlen_k - 1 ? seqlen_k - 1 : hi;
+        if (b >= a) pairs += (double)(b - a + 1);
+    }
+    return 4.0 * (double)batch * (double)heads * pairs * (double)o->dim;
+}
+
+int cli_compare_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static bool parse_int(const char *name, const char *text, int64_t min, int64_t *out)
 {
     char *end;
@@ -63,6 +82,18 @@ bool cli_parse(int argc, char **argv, int first, cli_options *o)
             o->bhsd = !strcmp(val, "bhsd");
         } else if (!strcmp(a, "--seqlens")) {
             o->seqlens = val;
+        } else if (!strcmp(a, "--window")) {
+            char *end;
+            o->window_left = strtoll(val, &end, 10);
+            o->window_right = *end == ',' ? strtoll(end + 1, &end, 10) : -2;
+            if (*end || o->window_left < -1 || o->window_right < -1) {
+                fprintf(stderr, "xfa: --window wants LEFT,RIGHT (each >= 0, or -1 for no limit), got '%s'\n", val);
+                return false;
+            }
+        } else if (!strcmp(a, "--batches")) {
+            o->batches = val;
+        } else if (!strcmp(a, "--caches")) {
+            o->caches = val;
         } else if (!strcmp(a, "--corrupt")) {
             xfa_backend b;
             if (xfa_backend_from_name(val, &b) || b == XFA_BACKEND_AUTO) {

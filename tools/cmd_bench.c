@@ -19,12 +19,6 @@ typedef struct bench_point {
     xfa_status status;
 } bench_point;
 
-static int compare_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Fills a device buffer with normal-ish random values in the dtype. */
 static xfa_status fill_random(xfa_buffer *buf, xfa_dtype dtype, size_t count, uint64_t seed)
 {
@@ -74,6 +68,8 @@ static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqle
     }
     xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
     params.causal = o->causal;
+    params.window_left = o->window_left;
+    params.window_right = o->causal ? -1 : o->window_right;
     xfa_plan plan;
     if (o->Br || o->Bc) {
         if ((p.status = xfa_plan_get(ctx, (uint32_t)o->dim, o->dtype, &plan))) goto done;
@@ -100,10 +96,10 @@ static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqle
         if ((p.status = xfa_context_synchronize(ctx))) goto done;
         times[i] = (cli_now() - t0) / reps;
     }
-    qsort(times, (size_t)o->iters, sizeof *times, compare_double);
+    qsort(times, (size_t)o->iters, sizeof *times, cli_compare_double);
     p.min_s = times[0];
     p.median_s = times[o->iters / 2];
-    p.tflops = xfa_attention_flops(p.batch, heads, seqlen, seqlen, o->dim, o->causal) / p.median_s * 1e-12;
+    p.tflops = cli_attention_flops(o, p.batch, heads, seqlen, seqlen) / p.median_s * 1e-12;
     p.gbps = (double)(2 * q_count + 2 * kv_count) * elem / p.median_s * 1e-9;
 done:
     xfa_buffer_destroy(&q);
@@ -135,6 +131,12 @@ int cli_bench(const cli_options *o)
                o->causal ? "causal" : "non-causal", (long long)tokens, o->warmup, o->iters);
         printf("%8s %6s %6s %12s %12s %10s %10s\n", "seqlen", "batch", "heads", "median ms", "min ms", "TFLOP/s", "GB/s");
     }
+    /* GQA and windows change the work: the CSV's path says so (TFLOP/s count visible pairs only) */
+    char variant[96] = "";
+    if (o->heads_kv != o->heads) snprintf(variant, sizeof variant, "/gqa%lld:%lld", (long long)o->heads, (long long)o->heads_kv);
+    if (o->window_left >= 0 || (!o->causal && o->window_right >= 0))
+        snprintf(variant + strlen(variant), sizeof variant - strlen(variant), "/window%lld:%lld", (long long)o->window_left,
+                 (long long)(o->causal ? 0 : o->window_right));
     char *list = strdup(seqlens);
     int failures = 0, n = 0;
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
@@ -150,8 +152,8 @@ int cli_bench(const cli_options *o)
             continue;
         }
         if (o->csv)
-            printf("%s,\"%s\",%s,%s,%lld,%d,%lld,%lld,%lld,%.4f,%.4f,%.3f,%.2f\n", xfa_backend_name(info.backend),
-                   info.name, info.path, xfa_dtype_name(o->dtype), (long long)o->dim, o->causal, (long long)p.batch,
+            printf("%s,\"%s\",%s%s,%s,%lld,%d,%lld,%lld,%lld,%.4f,%.4f,%.3f,%.2f\n", xfa_backend_name(info.backend),
+                   info.name, info.path, variant, xfa_dtype_name(o->dtype), (long long)o->dim, o->causal, (long long)p.batch,
                    (long long)p.seqlen, (long long)p.heads, p.median_s * 1e3, p.min_s * 1e3, p.tflops, p.gbps);
         else if (o->json)
             printf("%s{\"dtype\":\"%s\",\"head_dim\":%lld,\"causal\":%s,\"batch\":%lld,\"seqlen\":%lld,\"heads\":%lld,"

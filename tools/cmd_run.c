@@ -17,6 +17,8 @@ int cli_run(const cli_options *o)
     xfa_test_case tc = xfa_test_case_make(o->batch, o->seqlen, o->seqlen_k, o->heads, o->heads_kv, o->dim, o->dtype,
                                           o->causal, o->seed);
     tc.layout = o->bhsd ? XFA_LAYOUT_BHSD : XFA_LAYOUT_BSHD;
+    tc.window_left = o->window_left;
+    tc.window_right = o->causal ? -1 : o->window_right;
     tc.Br = o->Br;
     tc.Bc = o->Bc;
     const double work = (double)o->batch * o->heads * o->seqlen * o->seqlen_k * o->dim;
@@ -38,7 +40,7 @@ int cli_run(const cli_options *o)
         fprintf(stderr, "xfa run: %s\n", r.message);
         return 1;
     }
-    const double flops = xfa_attention_flops(o->batch, o->heads, o->seqlen, o->seqlen_k, o->dim, o->causal);
+    const double flops = cli_attention_flops(o, o->batch, o->heads, o->seqlen, o->seqlen_k);
     printf("time: %.3f ms (first call, includes kernel build and upload wait), %.3f TFLOP/s\n", r.seconds * 1e3,
            flops / r.seconds * 1e-12);
     if (tc.skip_reference)

@@ -1,19 +1,21 @@
 /*
  * sm90_forward.cuh - the Hopper (sm_90a) attention forward kernel, FlashAttention-3 style.
  *
- * One CTA computes Br = 128 query rows of one (batch, head) with three warpgroups:
+ * One CTA computes Br = 64 * NWG query rows of one (batch, head) with NWG + 1 warpgroups:
  *   warpgroup 0 (producer): one thread issues TMA loads of the Q tile and of the K and V tiles into a
  *     STAGES-deep ring of shared-memory buffers, each guarded by a full/empty mbarrier pair;
- *   warpgroups 1 and 2 (consumers): 64 query rows each; S = Q K^T with both operands in shared memory,
+ *   warpgroups 1..NWG (consumers): 64 query rows each; S = Q K^T with both operands in shared memory,
  *     online softmax in registers, O += P V with P from registers (no trip through shared memory).
- * setmaxnreg moves registers from the producer (24) to the consumers (240): the consumers hold O
+ * setmaxnreg moves registers from the producer (24) to the consumers (240; 32/160 for NWG = 3): they hold O
  * (D/2 floats), S (Bc/2 floats) and P at once.
  *
  * Overlap, as the FA3 paper describes:
- *   - intra-warpgroup: iteration i issues S_i = Q K_i^T and O += P_{i-1} V_{i-1} back to back, then does
- *     the softmax of S_i while the PV product still runs on the tensor cores;
- *   - ping-pong: two named barriers hand the tensor cores from one consumer warpgroup to the other, so
- *     one warpgroup's softmax (exp2, max, sums: MUFU/FMA) hides under the other's GEMMs.
+ *   - ping-pong: named barriers hand the tensor cores from one consumer warpgroup to the next (round
+ *     robin), so one warpgroup's softmax (exp2, max, sums: MUFU/FMA) hides under another's GEMMs;
+ *   - intra-warpgroup: iteration i issues S_i = Q K_i^T and O += P_{i-1} V_{i-1} back to back. Whether
+ *     the softmax of S_i then runs while P V is still on the tensor cores is up to ptxas, which hoists
+ *     the wgmma wait to the top of the block; -DXFA_SM90_PIN forces the overlap (see pin()). Measured
+ *     on an H100 it is no faster than letting ping-pong hide the softmax (docs/hopper.md), so it is off.
  * Key blocks are visited from the last to the first so that the blocks that need masking (the sequence
  * end, the causal diagonal) come first and the rest of the loop runs unmasked; causal CTAs skip the
  * blocks above the diagonal entirely and are scheduled heaviest first.
@@ -47,21 +49,26 @@ struct Params {
     float scale_log2;             /* scale * log2(e) */
 };
 
-constexpr int kBr = 128;
-constexpr int kThreads = 384;
-/* bar.sync ids: 0 is __syncthreads; 1 and 2 hand the tensor cores to consumer warpgroup 0 / 1. */
+/* bar.sync ids: 0 is __syncthreads; 1 + w hands the tensor cores to consumer warpgroup w. */
 constexpr int kSchedBar = 1;
 
-template <int D, int Bc, int STAGES> struct Layout {
-    static constexpr int q_bytes = kBr * D * 2;
+/* NWG consumer warpgroups of 64 query rows each, plus the producer warpgroup. */
+template <int D, int Bc, int STAGES, int NWG> struct Layout {
+    static constexpr int Br = 64 * NWG;
+    static constexpr int threads = 128 * (NWG + 1);
+    /* setmaxnreg budgets (multiples of 8, summing to at most 64K registers over the CTA) */
+    static constexpr int producer_regs = NWG == 2 ? 24 : 32;
+    static constexpr int consumer_regs = NWG == 2 ? 240 : 160;
+    static constexpr int q_bytes = Br * D * 2;
     static constexpr int kv_bytes = Bc * D * 2;
     static constexpr int q_off = 0;
     static constexpr int k_off = q_bytes;
     static constexpr int v_off = k_off + STAGES * kv_bytes;
     static constexpr int bar_off = v_off + STAGES * kv_bytes;
     static constexpr int bars = 1 + 4 * STAGES;
+    static constexpr int pin_off = bar_off + bars * 8; /* one float per consumer thread, see pin() */
     /* +1024: the dynamic shared memory base is aligned up to a swizzle atom at run time */
-    static constexpr int smem_bytes = bar_off + bars * 8 + 1024;
+    static constexpr int smem_bytes = pin_off + 128 * NWG * 4 + 1024;
     static_assert(Bc % 16 == 0 || Bc % 8 == 0, "Bc must be a multiple of 8");
     static_assert(D % 64 == 0, "D must be a multiple of 64");
 };
@@ -90,11 +97,11 @@ __device__ __forceinline__ float quad_sum(float x)
 }
 
 /* How many key blocks this CTA visits: causal rows never look past their diagonal. */
-__device__ __forceinline__ int key_blocks(const Params &p, int m0, int Bc)
+__device__ __forceinline__ int key_blocks(const Params &p, int m0, int Br, int Bc)
 {
     int n = (p.seqlen_k + Bc - 1) / Bc;
     if (p.causal) {
-        const int last_row = min(m0 + kBr, p.seqlen_q) - 1;
+        const int last_row = min(m0 + Br, p.seqlen_q) - 1;
         const int last_col = last_row + p.seqlen_k - p.seqlen_q;
         if (last_col < 0) return 0;
         n = min(n, last_col / Bc + 1);
@@ -102,10 +109,10 @@ __device__ __forceinline__ int key_blocks(const Params &p, int m0, int Bc)
     return n;
 }
 
-template <class T, int D, int Bc, int STAGES>
+template <class T, int D, int Bc, int STAGES, int NWG>
 __device__ __forceinline__ void produce(const Params &p, uint8_t *smem, uint64_t *bars, int m0, int h, int b, int n_blocks)
 {
-    using L = Layout<D, Bc, STAGES>;
+    using L = Layout<D, Bc, STAGES, NWG>;
     uint64_t *q_full = bars, *k_full = bars + 1, *k_empty = k_full + STAGES, *v_full = k_empty + STAGES,
              *v_empty = v_full + STAGES;
     const int hk = h / p.group;
@@ -114,7 +121,7 @@ __device__ __forceinline__ void produce(const Params &p, uint8_t *smem, uint64_t
     tma_prefetch_desc(&p.tv);
     mbar_expect_tx(q_full, L::q_bytes);
 #pragma unroll
-    for (int c = 0; c < D / 64; c++) tma_load_4d(&p.tq, smem + L::q_off + c * kBr * 128, q_full, c * 64, m0, h, b);
+    for (int c = 0; c < D / 64; c++) tma_load_4d(&p.tq, smem + L::q_off + c * L::Br * 128, q_full, c * 64, m0, h, b);
     for (int it = 0; it < n_blocks; it++) {
         const int j = n_blocks - 1 - it, s = it % STAGES;
         const uint32_t phase = (it / STAGES) & 1;
@@ -130,8 +137,8 @@ __device__ __forceinline__ void produce(const Params &p, uint8_t *smem, uint64_t
     }
 }
 
-template <class T, int D, int Bc, int STAGES> struct Consumer {
-    using L = Layout<D, Bc, STAGES>;
+template <class T, int D, int Bc, int STAGES, int NWG> struct Consumer {
+    using L = Layout<D, Bc, STAGES, NWG>;
     static constexpr int NS = Bc / 2; /* S floats per thread (64 x Bc over 128 threads) */
     static constexpr int NO = D / 2;  /* O floats per thread */
     static constexpr int KP = Bc / 16; /* P as wgmma A fragments: one per 16 keys */
@@ -140,6 +147,7 @@ template <class T, int D, int Bc, int STAGES> struct Consumer {
     float acc[NO];
     uint32_t pf[KP][4];
     float m_i[2], l_i[2];
+    float pending[2]; /* O's rescale factors for the P V product not yet issued */
 
     const Params &p;
     uint8_t *smem;
@@ -168,10 +176,23 @@ template <class T, int D, int Bc, int STAGES> struct Consumer {
     __device__ __forceinline__ void sched_signal()
     {
 #ifndef XFA_SM90_NO_PINGPONG
-        named_bar_arrive(kSchedBar + (wg ^ 1), 256);
+        named_bar_arrive(kSchedBar + (wg + 1) % NWG, 256);
 #endif
     }
-    /* One arrival per warp: the empty barriers count the 8 consumer warps. */
+    /*
+     * Keeps the softmax in the shadow of the P V product. Left alone, ptxas hoists the wgmma wait to
+     * the top of its block and sinks the exponentials next to their use after it, serialising the
+     * two. A shared store of a value that depends on every exponential (the row sums), followed by
+     * an mbarrier arrive (release semantics: the store cannot sink past it, and the wait is not
+     * hoisted above it), pins the order: softmax, store, arrive, wait.
+     */
+    __device__ __forceinline__ void pin(float x)
+    {
+        const uint32_t addr = smem_u32(smem + L::pin_off) + (threadIdx.x - 128) * 4;
+        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(x) : "memory");
+    }
+
+    /* One arrival per warp: the empty barriers count the consumer warps. */
     __device__ __forceinline__ void release(uint64_t *bar)
     {
         __syncwarp();
@@ -185,7 +206,7 @@ template <class T, int D, int Bc, int STAGES> struct Consumer {
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
             const int c = kk / 4, w = (kk % 4) * 32;
-            wgmma_ss<T, Bc>::run(s, smem_desc(q + c * kBr * 128 + w, 16, 1024), smem_desc(k + c * Bc * 128 + w, 16, 1024),
+            wgmma_ss<T, Bc>::run(s, smem_desc(q + c * L::Br * 128 + w, 16, 1024), smem_desc(k + c * Bc * 128 + w, 16, 1024),
                                  kk > 0);
         }
     }
@@ -279,7 +300,8 @@ template <class T, int D, int Bc, int STAGES> struct Consumer {
         if (n_blocks > 0) {
             mbar_wait(smem_bar_q(), 0);
 #ifndef XFA_SM90_NO_PINGPONG
-            if (wg == 1) named_bar_arrive(kSchedBar + 0, 256); /* warpgroup 0 takes the tensor cores first */
+            /* round robin over the consumer warpgroups, warpgroup 0 first */
+            if (wg == NWG - 1) named_bar_arrive(kSchedBar + 0, 256);
 #endif
             /* first block: S only */
             {
@@ -294,8 +316,7 @@ template <class T, int D, int Bc, int STAGES> struct Consumer {
                 release(&k_empty[0]);
                 const int j = n_blocks - 1;
                 if (needs_mask(j, m0)) mask(j);
-                float rescale[2];
-                softmax(rescale);
+                softmax(pending);
                 s_to_p();
             }
             for (int it = 1; it < n_blocks; it++) {
@@ -309,20 +330,31 @@ template <class T, int D, int Bc, int STAGES> struct Consumer {
                 wgmma_fence();
                 issue_qk(st);
                 wgmma_commit();
+#ifdef XFA_SM90_RESCALE_EARLY
+                /* FA3's order: O's rescale while Q K^T is on the tensor cores. ptxas interleaves the
+                 * multiplies with the Q K^T issue; measured 2-3% slower than rescaling after the wait. */
+                rescale_o(pending);
+                fence_regs(acc);
+                wgmma_fence();
+#endif
                 issue_pv(pst);
                 wgmma_commit();
                 sched_signal();
                 wgmma_wait<1>(); /* S ready; P V still running */
                 fence_regs(s);
-                release(&k_empty[st]);
                 if (needs_mask(j, m0)) mask(j);
-                float rescale[2];
-                softmax(rescale);
+                softmax(pending);
+#ifdef XFA_SM90_PIN
+                pin(l_i[0] + l_i[1]);
+#endif
+                release(&k_empty[st]);
                 wgmma_wait<0>();
                 fence_regs(acc);
                 fence_regs(pf);
                 release(&v_empty[pst]);
-                rescale_o(rescale);
+#ifndef XFA_SM90_RESCALE_EARLY
+                rescale_o(pending);
+#endif
                 s_to_p();
             }
             {
@@ -330,7 +362,11 @@ template <class T, int D, int Bc, int STAGES> struct Consumer {
                 mbar_wait(&v_full[st], (last / STAGES) & 1);
 #ifndef XFA_SM90_NO_PINGPONG
                 named_bar_sync(kSchedBar + wg, 256);
-                if (wg == 0) named_bar_arrive(kSchedBar + 1, 256); /* warpgroup 1's last turn follows */
+                /* the last warpgroup's turn ends the round: nobody waits for its signal */
+                if (wg != NWG - 1) named_bar_arrive(kSchedBar + wg + 1, 256);
+#endif
+#ifdef XFA_SM90_RESCALE_EARLY
+                rescale_o(pending);
 #endif
                 fence_regs(pf);
                 fence_regs(acc);
@@ -367,26 +403,26 @@ template <class T, int D, int Bc, int STAGES> struct Consumer {
     }
 };
 
-template <class T, int D, int Bc, int STAGES>
-__global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_constant__ Params p)
+template <class T, int D, int Bc, int STAGES, int NWG>
+__global__ void __launch_bounds__(128 * (NWG + 1), 1) forward_kernel(const __grid_constant__ Params p)
 {
-    using L = Layout<D, Bc, STAGES>;
+    using L = Layout<D, Bc, STAGES, NWG>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     uint64_t *bars = reinterpret_cast<uint64_t *>(smem + L::bar_off);
 
     /* causal: the longest rows first, so the short tail of the grid fills the gaps */
     const int m_block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int m0 = m_block * kBr, h = blockIdx.y, b = blockIdx.z;
-    const int n_blocks = key_blocks(p, m0, Bc);
+    const int m0 = m_block * L::Br, h = blockIdx.y, b = blockIdx.z;
+    const int n_blocks = key_blocks(p, m0, L::Br, Bc);
 
     if (threadIdx.x == 0) {
         mbar_init(&bars[0], 1);
         for (int s = 0; s < STAGES; s++) {
             mbar_init(&bars[1 + s], 1);                /* k_full: the producer's expect_tx */
-            mbar_init(&bars[1 + STAGES + s], 8);       /* k_empty: one arrival per consumer warp */
+            mbar_init(&bars[1 + STAGES + s], 4 * NWG); /* k_empty: one arrival per consumer warp */
             mbar_init(&bars[1 + 2 * STAGES + s], 1);   /* v_full */
-            mbar_init(&bars[1 + 3 * STAGES + s], 8);   /* v_empty */
+            mbar_init(&bars[1 + 3 * STAGES + s], 4 * NWG); /* v_empty */
         }
         mbar_init_fence();
     }
@@ -394,23 +430,23 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
 
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
-        regs_release<24>();
-        if (threadIdx.x == 0 && n_blocks > 0) produce<T, D, Bc, STAGES>(p, smem, bars, m0, h, b, n_blocks);
+        regs_release<L::producer_regs>();
+        if (threadIdx.x == 0 && n_blocks > 0) produce<T, D, Bc, STAGES, NWG>(p, smem, bars, m0, h, b, n_blocks);
     } else {
-        regs_claim<240>();
-        Consumer<T, D, Bc, STAGES> c(p, smem, bars, wg - 1, m0);
+        regs_claim<L::consumer_regs>();
+        Consumer<T, D, Bc, STAGES, NWG> c(p, smem, bars, wg - 1, m0);
         c.run(m0, h, b, n_blocks);
     }
 }
 
-/* Launches forward_kernel<T, D, Bc, STAGES>; defined in one .cu per head dim (compile in parallel). */
-template <class T, int D, int Bc, int STAGES> cudaError_t launch(const Params &p, dim3 grid, cudaStream_t stream)
+/* Launches forward_kernel; instantiated in one .cu per head dim (they compile in parallel). */
+template <class T, int D, int Bc, int STAGES, int NWG> cudaError_t launch(const Params &p, dim3 grid, cudaStream_t stream)
 {
-    using L = Layout<D, Bc, STAGES>;
-    auto kernel = forward_kernel<T, D, Bc, STAGES>;
+    using L = Layout<D, Bc, STAGES, NWG>;
+    auto kernel = forward_kernel<T, D, Bc, STAGES, NWG>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::smem_bytes);
     if (e != cudaSuccess) return e;
-    kernel<<<grid, kThreads, L::smem_bytes, stream>>>(p);
+    kernel<<<grid, L::threads, L::smem_bytes, stream>>>(p);
     return cudaGetLastError();
 }
 

@@ -6,9 +6,11 @@
 
 namespace xfa_sm90 {
 
-cudaError_t launch_d128(bool bf16, const Params &p, dim3 grid, cudaStream_t stream, int Bc, int stages)
+cudaError_t launch_d128(bool bf16, const Params &p, dim3 grid, cudaStream_t stream, int Br, int Bc, int stages)
 {
-    XFA_SM90_CONFIG(128, 2)
+    XFA_SM90_CONFIG(128, 192, 2)
+    XFA_SM90_CONFIG(128, 128, 2)
+    XFA_SM90_CONFIG(128, 176, 2)
     return cudaErrorNotSupported;
 }
 

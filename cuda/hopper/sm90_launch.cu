@@ -102,9 +102,9 @@ extern "C" xfa_cuda_result xfa_cuda_sm90_forward(const xfa_cuda_forward *p, void
     if (major != 9 || minor != 0) return XFA_CUDA_NOT_HANDLED; /* sm_90a machine code runs on 9.0 only */
 
     xfa_sm90::Params prm;
-    int Bc = p->Bc, stages = p->stages;
-    xfa_sm90::resolve_config(p->head_dim, &Bc, &stages);
-    if (!make_map(&prm.tq, p, p->q, p->q_stride, p->seqlen_q, p->heads_q, xfa_sm90::kBr) ||
+    int Br = p->Br, Bc = p->Bc, stages = p->stages;
+    xfa_sm90::resolve_config(p->head_dim, p->causal != 0, p->seqlen_k, &Br, &Bc, &stages);
+    if (!make_map(&prm.tq, p, p->q, p->q_stride, p->seqlen_q, p->heads_q, Br) ||
         !make_map(&prm.tk, p, p->k, p->k_stride, p->seqlen_k, p->heads_kv, Bc) ||
         !make_map(&prm.tv, p, p->v, p->v_stride, p->seqlen_k, p->heads_kv, Bc))
         return XFA_CUDA_NOT_HANDLED;
@@ -121,14 +121,14 @@ extern "C" xfa_cuda_result xfa_cuda_sm90_forward(const xfa_cuda_forward *p, void
     prm.scale = p->scale;
     prm.scale_log2 = p->scale * 1.4426950408889634f;
 
-    const dim3 grid((p->seqlen_q + xfa_sm90::kBr - 1) / xfa_sm90::kBr, p->heads_q, p->batch);
+    const dim3 grid((p->seqlen_q + Br - 1) / Br, p->heads_q, p->batch);
     const bool bf16 = p->dtype == XFA_CUDA_BF16;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     cudaError_t e = cudaErrorNotSupported;
     switch (p->head_dim) {
-    case 64: e = xfa_sm90::launch_d64(bf16, prm, grid, s, Bc, stages); break;
-    case 128: e = xfa_sm90::launch_d128(bf16, prm, grid, s, Bc, stages); break;
-    case 256: e = xfa_sm90::launch_d256(bf16, prm, grid, s, Bc, stages); break;
+    case 64: e = xfa_sm90::launch_d64(bf16, prm, grid, s, Br, Bc, stages); break;
+    case 128: e = xfa_sm90::launch_d128(bf16, prm, grid, s, Br, Bc, stages); break;
+    case 256: e = xfa_sm90::launch_d256(bf16, prm, grid, s, Br, Bc, stages); break;
     }
     return e == cudaSuccess ? 0 : (int)e;
 }

@@ -48,6 +48,7 @@ typedef struct xfa_test_case {
     float scale;       /* 0: default 1/sqrt(d) */
     uint64_t seed;
     xfa_test_corruption corrupt; /* test hook (see above) */
+    bool caller_scratch; /* backward: hand in a NaN-filled scratch at offset 256 (params.scratch) */
     bool skip_reference; /* sizes too large for the fp64 reference: check only coverage and finiteness */
     float *output;     /* optional: receives O as batch*seqlen_q*heads_q*head_dim floats in BSHD order */
 } xfa_test_case;

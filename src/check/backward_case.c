@@ -20,6 +20,7 @@ xfa_backward_result xfa_test_run_backward(xfa_context *ctx, const xfa_test_case 
     const size_t n[3] = {(size_t)(B * Sq * Hq * D), (size_t)(B * Sk * Hkv * D), (size_t)(B * Sk * Hkv * D)};
     xfa_test_inputs in;
     xfa_test_tensor o, lse, d_o, grads[3];
+    xfa_buffer *scratch = NULL;
     memset(&o, 0, sizeof o);
     memset(&lse, 0, sizeof lse);
     memset(&d_o, 0, sizeof d_o);
@@ -62,9 +63,37 @@ xfa_backward_result xfa_test_run_backward(xfa_context *ctx, const xfa_test_case 
     }
 
     r.status = xfa_attention_forward(ctx, &in.params, &in.q.view, &in.k.view, &in.v.view, &o.view, &lse.view);
+    size_t scratch_bytes = 0;
+    if (!r.status && tc->caller_scratch &&
+        !(r.status = xfa_attention_backward_scratch_size(ctx, &in.params, &in.q.view, &in.k.view, &in.v.view, &o.view,
+                                                         &d_o.view, &lse.view, &grads[0].view, &grads[1].view,
+                                                         &grads[2].view, &scratch_bytes)) &&
+        !(r.status = xfa_buffer_create(ctx, scratch_bytes + 256, &scratch))) {
+        float *nan_fill = malloc(scratch_bytes + 256);
+        for (size_t i = 0; i < (scratch_bytes + 256) / 4; i++) nan_fill[i] = NAN;
+        r.status = xfa_buffer_upload(scratch, 0, nan_fill, scratch_bytes + 256);
+        free(nan_fill);
+        in.params.scratch = scratch;
+        in.params.scratch_offset = 256;
+    }
     if (!r.status)
         r.status = xfa_attention_backward(ctx, &in.params, &in.q.view, &in.k.view, &in.v.view, &o.view, &d_o.view,
                                           &lse.view, &grads[0].view, &grads[1].view, &grads[2].view);
+    if (!r.status && scratch) { /* used (where the backend needs any) and nothing before the offset touched */
+        xfa_device_info info;
+        xfa_context_get_info(ctx, &info);
+        float *back = malloc(scratch_bytes + 256);
+        size_t before = 0, inside = 0;
+        if (!(r.status = xfa_buffer_download(scratch, 0, back, scratch_bytes + 256)))
+            for (size_t i = 0; i < (scratch_bytes + 256) / 4; i++) *(i < 64 ? &before : &inside) += !isnan(back[i]);
+        free(back);
+        if (!r.status && (before || (inside == 0 && info.backend != XFA_BACKEND_CPU))) {
+            r.status = XFA_ERROR_BACKEND_FAILURE;
+            snprintf(r.message, sizeof r.message, "caller's scratch: %zu floats written before the offset, %zu inside",
+                     before, inside);
+            goto done;
+        }
+    }
     for (int g = 0; g < 3 && !r.status; g++) r.status = xfa_test_tensor_download(&grads[g]);
     if (r.status) {
         snprintf(r.message, sizeof r.message, "%s", xfa_context_last_error(ctx));
@@ -112,6 +141,7 @@ xfa_backward_result xfa_test_run_backward(xfa_context *ctx, const xfa_test_case 
     }
 
 done:
+    xfa_buffer_destroy(&scratch);
     xfa_test_inputs_free(&in);
     xfa_test_tensor_free(&o);
     xfa_test_tensor_free(&lse);

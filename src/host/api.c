@@ -275,6 +275,22 @@ xfa_status xfa_attention_decode(xfa_context *ctx, const xfa_decode_params *param
     return ctx->ops->decode(ctx, &args);
 }
 
+xfa_status xfa_attention_backward_scratch_size(xfa_context *ctx, const xfa_attention_params *params,
+                                               const xfa_tensor *q, const xfa_tensor *k, const xfa_tensor *v,
+                                               const xfa_tensor *o, const xfa_tensor *d_o, const xfa_tensor *lse,
+                                               const xfa_tensor *dq, const xfa_tensor *dk, const xfa_tensor *dv,
+                                               size_t *bytes)
+{
+    if (!ctx) return xfa_fail(NULL, XFA_ERROR_NULL_POINTER, "ctx is NULL");
+    if (!bytes) return xfa_fail(ctx, XFA_ERROR_NULL_POINTER, "bytes is NULL");
+    xfa_clear_error(ctx);
+    xfa_backward_args args;
+    memset(&args, 0, sizeof args);
+    const xfa_status st = xfa_validate_backward(ctx, params, q, k, v, o, d_o, lse, dq, dk, dv, &args);
+    *bytes = st ? 0 : args.scratch_bytes;
+    return st;
+}
+
 xfa_status xfa_attention_decode_scratch_size(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
                                              const xfa_kv_cache *cache, const xfa_tensor *k_new,
                                              const xfa_tensor *v_new, const xfa_tensor *o, const xfa_tensor *lse,

@@ -40,6 +40,10 @@ typedef struct xfa_forward_args {
 typedef struct xfa_backward_args {
     xfa_forward_args fwd;
     xfa_tensor d_o, dq, dk, dv;
+    /* f32 delta [B][Hq][Sq] = rowsum(dO * O): scratch_bytes at scratch_offset of the caller's
+     * scratch, or (scratch NULL) memory of the backend's own. */
+    xfa_buffer *scratch;
+    size_t scratch_offset, scratch_bytes;
 } xfa_backward_args;
 
 /* A decode call after validation. */
@@ -166,6 +170,10 @@ xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *p
                                  const xfa_tensor *k, const xfa_tensor *v, const xfa_tensor *o, const xfa_tensor *d_o,
                                  const xfa_tensor *lse, const xfa_tensor *dq, const xfa_tensor *dk,
                                  const xfa_tensor *dv, xfa_backward_args *args);
+/* Checks a caller's scratch (params.scratch at offset, `bytes` needed): its context, a
+ * 256-byte-aligned offset, its size, and no overlap with the call's views (n of them, named). */
+xfa_status xfa_validate_scratch(xfa_context *ctx, const xfa_buffer *scratch, size_t offset, size_t bytes,
+                                const xfa_tensor *const *views, const char *const *names, int n);
 /* validate_decode.c: checks decode and merge calls and fills their args. */
 xfa_status xfa_validate_decode(xfa_context *ctx, const xfa_decode_params *params, const xfa_tensor *q,
                                const xfa_kv_cache *cache, const xfa_tensor *k_new, const xfa_tensor *v_new,

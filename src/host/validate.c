@@ -365,5 +365,37 @@ xfa_status xfa_validate_backward(xfa_context *ctx, const xfa_attention_params *p
     args->dq = *dq;
     args->dk = *dk;
     args->dv = *dv;
+    const double rows = (double)args->fwd.batch * (double)args->fwd.heads_q * (double)args->fwd.seqlen_q;
+    if (rows * 4.0 > (double)(SIZE_MAX / 2))
+        return xfa_fail(ctx, XFA_ERROR_SIZE_OVERFLOW, "the backward's row statistics overflow a size_t");
+    args->scratch_bytes = ((size_t)rows * 4 + 255) / 256 * 256;
+    if (params->scratch) {
+        const xfa_tensor *const views[11] = {q, k, v, o, d_o, lse, params->alibi_slopes, params->bias, dq, dk, dv};
+        static const char *const names[11] = {"q", "k", "v", "o", "d_o", "lse", "alibi_slopes", "bias",
+                                              "dq", "dk", "dv"};
+        if ((st = xfa_validate_scratch(ctx, params->scratch, params->scratch_offset, args->scratch_bytes, views,
+                                       names, 11)))
+            return st;
+        args->scratch = params->scratch;
+        args->scratch_offset = params->scratch_offset;
+    }
+    return XFA_SUCCESS;
+}
+
+xfa_status xfa_validate_scratch(xfa_context *ctx, const xfa_buffer *scratch, size_t offset, size_t bytes,
+                                const xfa_tensor *const *views, const char *const *names, int n)
+{
+    if (scratch->ctx != ctx) return xfa_fail(ctx, XFA_ERROR_WRONG_CONTEXT, "params.scratch was made for another context");
+    if (offset % 256)
+        return xfa_fail(ctx, XFA_ERROR_MISALIGNED, "params.scratch_offset is %zu; it must be a multiple of 256", offset);
+    if (offset > scratch->size || scratch->size - offset < bytes)
+        return xfa_fail(ctx, XFA_ERROR_OUT_OF_BOUNDS,
+                        "params.scratch holds %zu bytes from offset %zu; this call needs %zu (the *_scratch_size call)",
+                        offset <= scratch->size ? scratch->size - offset : (size_t)0, offset, bytes);
+    /* the scratch as a flat f32 view, to check it overlaps nothing the call touches */
+    const xfa_tensor flat = {(xfa_buffer *)scratch, offset, XFA_DTYPE_F32, {1, 1, 1, (int64_t)(bytes / 4)}, {0, 0, 0, 1}};
+    for (int x = 0; x < n; x++)
+        if (views[x] && xfa_views_intersect(&flat, views[x]))
+            return xfa_fail(ctx, XFA_ERROR_ALIASING, "params.scratch overlaps %s in memory", names[x]);
     return XFA_SUCCESS;
 }

@@ -167,24 +167,10 @@ xfa_status xfa_validate_decode(xfa_context *ctx, const xfa_decode_params *params
     if (!a->scratch_bytes)
         return xfa_fail(ctx, XFA_ERROR_SIZE_OVERFLOW, "the decode partials (%d splits) overflow a size_t", a->max_splits);
     if (params->scratch) {
-        const xfa_buffer *s = params->scratch;
-        if (s->ctx != ctx) return xfa_fail(ctx, XFA_ERROR_WRONG_CONTEXT, "params.scratch was made for another context");
-        if (params->scratch_offset % 256)
-            return xfa_fail(ctx, XFA_ERROR_MISALIGNED, "params.scratch_offset is %zu; it must be a multiple of 256",
-                            params->scratch_offset);
-        if (params->scratch_offset > s->size || s->size - params->scratch_offset < a->scratch_bytes)
-            return xfa_fail(ctx, XFA_ERROR_OUT_OF_BOUNDS,
-                            "params.scratch holds %zu bytes from offset %zu; this call needs %zu "
-                            "(xfa_attention_decode_scratch_size)",
-                            params->scratch_offset <= s->size ? s->size - params->scratch_offset : (size_t)0,
-                            params->scratch_offset, a->scratch_bytes);
-        /* the scratch as a flat f32 view, to check it overlaps nothing the call touches */
-        const xfa_tensor flat = {(xfa_buffer *)s, params->scratch_offset, XFA_DTYPE_F32,
-                                 {1, 1, 1, (int64_t)(a->scratch_bytes / 4)}, {0, 0, 0, 1}};
-        for (int x = 0; x < 10; x++)
-            if (views[x] && xfa_views_intersect(&flat, views[x]))
-                return xfa_fail(ctx, XFA_ERROR_ALIASING, "params.scratch overlaps %s in memory", names[x]);
-        a->scratch = (xfa_buffer *)s;
+        if ((st = xfa_validate_scratch(ctx, params->scratch, params->scratch_offset, a->scratch_bytes, views, names,
+                                       10)))
+            return st;
+        a->scratch = params->scratch;
         a->scratch_offset = params->scratch_offset;
     }
     return XFA_SUCCESS;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <vector>
 
+#include "../../cuda/hopper/sm90_configs.h"
 #include "../../cuda/launch.h"
 
 #define CHECK_CUDA(x)                                                                                   \
@@ -37,7 +38,7 @@ struct Case {
     bool lse;
     bool bhsd;        /* (batch, head, seq, dim) storage instead of (batch, seq, head, dim) */
     int o_pad;        /* extra elements after each O row (checked untouched) */
-    int Bc, stages;   /* plan hints passed to the launcher */
+    int Br, Bc, stages; /* plan hints passed to the launcher */
 };
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -218,6 +219,7 @@ static bool run_case(const Case &c, bool verbose)
     p.lse_stride[2] = c.Sq;
     p.scale = (float)(1.0 / sqrt((double)c.D));
     p.causal = c.causal;
+    p.Br = c.Br;
     p.Bc = c.Bc;
     p.stages = c.stages;
 
@@ -345,10 +347,11 @@ int main(int argc, char **argv)
     std::vector<Case> cases;
     char *names = (char *)malloc(1 << 16), *np = names;
     auto add = [&](xfa_cuda_dtype t, int B, int Hq, int Hkv, int Sq, int Sk, int D, int causal, bool lse, bool bhsd,
-                   int pad, int Bc = 0, int stages = 0) {
+                   int pad, int Br = 0, int Bc = 0, int stages = 0) {
         int n = sprintf(np, "%s B%d H%d/%d Sq%d Sk%d D%d%s%s%s", t == XFA_CUDA_F16 ? "f16" : "bf16", B, Hq, Hkv, Sq, Sk, D,
                         causal ? " causal" : "", bhsd ? " bhsd" : "", lse ? "" : " nolse");
-        cases.push_back(Case{np, t, B, Hq, Hkv, Sq, Sk, D, causal, lse, bhsd, pad, Bc, stages});
+        if (Br || Bc || stages) n += sprintf(np + n, " [%d,%d,%d]", Br, Bc, stages);
+        cases.push_back(Case{np, t, B, Hq, Hkv, Sq, Sk, D, causal, lse, bhsd, pad, Br, Bc, stages});
         np += n + 1;
     };
     const xfa_cuda_dtype types[2] = {XFA_CUDA_F16, XFA_CUDA_BF16};
@@ -365,7 +368,15 @@ int main(int argc, char **argv)
                 add(t, 1, 2, 2, 1000, 1000, D, causal, false, true, 0); /* many key blocks, no LSE */
             }
     if (!quick) {
-        add(XFA_CUDA_F16, 1, 2, 2, 700, 700, 128, 1, true, false, 0, 64, 3); /* hints not compiled: default */
+        add(XFA_CUDA_F16, 1, 2, 2, 700, 700, 128, 1, true, false, 0, 96, 64, 3); /* hints not compiled: default */
+        /* every compiled configuration, not only the defaults */
+        int i = 0;
+        for (const xfa_sm90::Config &k : xfa_sm90::kConfigs) {
+            add(i % 2 ? XFA_CUDA_BF16 : XFA_CUDA_F16, 1, 3, 3, 611, 611, k.D, i / 2 % 2, true, i % 2, 0, k.Br, k.Bc, k.stages);
+            add(i % 2 ? XFA_CUDA_F16 : XFA_CUDA_BF16, 1, 4, 2, 200, 611, k.D, 1 - i / 2 % 2, true, false, 0, k.Br, k.Bc,
+                k.stages);
+            i++;
+        }
         add(XFA_CUDA_BF16, 1, 1, 1, 2048, 2048, 128, 0, true, true, 0);
     }
     int fails = !check_declines();

@@ -1,0 +1,7 @@
+/* mma_d192.cu - the mma.sync forward kernel for head dim 192 (one file per head dim so they build in parallel). */
+#include "mma_forward.cuh"
+
+extern "C" xfa_cuda_result xfa_cuda_mma_forward_d192(const xfa_cuda_forward *p, void *stream)
+{
+    return xfa::mma_forward<192>(p, stream);
+}

@@ -1,0 +1,268 @@
+/*
+ * mma_forward.cuh - the tensor-core FlashAttention-2 forward kernel
+ * (mma.sync m16n8k16, sm_80 and later), instantiated per head dim by
+ * cuda/mma_d*.cu.
+ *
+ * A work-group owns Br query rows of one (batch, head); each of its warps owns
+ * MT m16 tiles of them. Per K/V block of Bc keys:
+ *   S = Q Kᵀ        A = Q from shared memory (ldmatrix), B = K rows (ldmatrix)
+ *   online softmax  in registers, log2 domain: scores times scale·log2(e), exp2
+ *   acc += P V      A = P straight from the S accumulators (the m16n8 C layout
+ *                   of two n8 tiles is the m16k16 A layout), B = V (ldmatrix.trans)
+ * Loads are cp.async into one K and one V buffer, interleaved as in
+ * FlashAttention-2: V_j streams in while S_j is computed, K_{j+1} while P·V_j
+ * is. Causal blocks past the diagonal are never loaded, and the blocks with the
+ * most keys are scheduled first.
+ *
+ * Fragment layout (PTX ISA, mma.m16n8k16): lane = 4 g + t; a C tile holds
+ * rows g and g + 8, columns 2t and 2t + 1. So each thread keeps m_i and l_i for
+ * 2 MT rows; l_i is the thread's partial sum over its columns, reduced across
+ * the 4 lanes of a row only at the end.
+ */
+#ifndef XFA_CUDA_MMA_FORWARD_CUH
+#define XFA_CUDA_MMA_FORWARD_CUH
+
+#include "device_util.cuh"
+#include "launch.h"
+#include "mma_config.h"
+
+#include <cuda_runtime.h>
+
+namespace xfa {
+
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x)); /* exp2(-inf) = +0 */
+    return y;
+}
+
+/* ROWS x D tile, rows first..first+ROWS-1 of src (zeros past `limit`), into smem rows padded to D + PAD. */
+template <int ROWS, int D, int THREADS, typename T>
+__device__ __forceinline__ void load_tile(T *dst, const T *src, int64_t row_stride, int first, int limit, int tid)
+{
+    constexpr int CHUNKS = D / 8, ROW = D + XFA_MMA_PAD;
+    static_assert(ROWS * CHUNKS % THREADS == 0, "tile chunks must split evenly over the threads");
+#pragma unroll
+    for (int it = 0; it < ROWS * CHUNKS / THREADS; ++it) {
+        const int i = tid + it * THREADS;
+        const int r = i / CHUNKS, c = i % CHUNKS;
+        const bool ok = first + r < limit;
+        const T *s = src + (ok ? (int64_t)(first + r) * row_stride : 0) + c * 8;
+        cp_async_16(smem_addr(dst + r * ROW + c * 8), s, ok ? 16 : 0);
+    }
+}
+
+template <int D, typename T, bool CAUSAL>
+__global__ void __launch_bounds__(XFA_MMA_WARPS * 32) mma_forward_kernel(const xfa_cuda_forward p)
+{
+    constexpr int Br = XFA_MMA_BR(D), Bc = XFA_MMA_BC(D), WARPS = XFA_MMA_WARPS, THREADS = WARPS * 32;
+    constexpr int MT = Br / WARPS / 16; /* m16 tiles per warp */
+    constexpr int NT = Bc / 8;          /* n8 tiles of S */
+    constexpr int DT = D / 8;           /* n8 tiles of O */
+    constexpr int ROW = D + XFA_MMA_PAD;
+    static_assert(MT >= 1 && Br % (WARPS * 16) == 0 && Bc % 16 == 0 && D % 16 == 0, "tile shape");
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    T *Q_tile = reinterpret_cast<T *>(smem);
+    T *K_tile = Q_tile + Br * ROW;
+    T *V_tile = K_tile + Bc * ROW;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane >> 2, t = lane & 3;
+    const int q_block = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int hk = h / (p.heads_q / p.heads_kv);
+    const int row0 = q_block * Br;
+    const int warp_row0 = row0 + warp * MT * 16;
+    const int seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
+    const int diag = seqlen_k - seqlen_q; /* row i sees keys j <= i + diag when causal */
+
+    const T *q = static_cast<const T *>(p.q) + b * p.q_stride[0] + h * p.q_stride[2];
+    const T *k = static_cast<const T *>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
+    const T *v = static_cast<const T *>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
+
+    int key_end = seqlen_k;
+    if (CAUSAL) key_end = min(seqlen_k, max(0, row0 + Br + diag));
+    const int n_blocks = (key_end + Bc - 1) / Bc;
+
+    load_tile<Br, D, THREADS>(Q_tile, q, p.q_stride[1], row0, seqlen_q, tid);
+    if (n_blocks > 0) load_tile<Bc, D, THREADS>(K_tile, k, p.k_stride[1], 0, seqlen_k, tid);
+    cp_async_commit();
+
+    const float scale_log2 = p.scale * 1.4426950408889634f;
+    float acc[MT][DT][4];
+    float m_i[MT][2], l_i[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][dt][e] = 0.0f;
+        m_i[mt][0] = m_i[mt][1] = -INFINITY;
+        l_i[mt][0] = l_i[mt][1] = 0.0f;
+    }
+
+    for (int j = 0; j < n_blocks; ++j) {
+        const int col0 = j * Bc;
+        cp_async_wait_all();
+        __syncthreads(); /* K_j is in; every warp is done with V_{j-1} */
+        load_tile<Bc, D, THREADS>(V_tile, v, p.v_stride[1], col0, seqlen_k, tid);
+        cp_async_commit();
+
+        float s[MT][NT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                ldmatrix_x4(smem_addr(Q_tile + (warp * MT * 16 + mt * 16 + (lane & 15)) * ROW + kk * 16 + (lane >> 4) * 8),
+                            a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np) {
+                uint32_t b0, b1, b2, b3;
+                ldmatrix_x4(smem_addr(K_tile + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * ROW + kk * 16 +
+                                      ((lane >> 3) & 1) * 8),
+                            b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(s[mt][2 * np], a[mt], b0, b1);
+                    mma_16816<T>(s[mt][2 * np + 1], a[mt], b2, b3);
+                }
+            }
+        }
+
+        /* Masks only where a block crosses the end of K or this warp's diagonal. */
+        const bool ragged = col0 + Bc > seqlen_k;
+        const bool crosses = CAUSAL && col0 + Bc - 1 > warp_row0 + diag;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[mt][nt][e] * scale_log2;
+                    if (ragged || crosses) {
+                        const int row = warp_row0 + mt * 16 + g + (e >> 1) * 8;
+                        const int col = col0 + nt * 8 + 2 * t + (e & 1);
+                        if (col >= seqlen_k || (CAUSAL && col > row + diag)) x = -INFINITY;
+                    }
+                    s[mt][nt][e] = x;
+                }
+
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                float mx = m_i[mt][hr];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                /* A row that has seen no key yet keeps -inf; subtract 0 then, so exp2 gives 0, not NaN. */
+                const float m_use = mx == -INFINITY ? 0.0f : mx;
+                const float alpha = fast_exp2(m_i[mt][hr] - m_use);
+                m_i[mt][hr] = mx;
+                float row_sum = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    s[mt][nt][2 * hr] = fast_exp2(s[mt][nt][2 * hr] - m_use);
+                    s[mt][nt][2 * hr + 1] = fast_exp2(s[mt][nt][2 * hr + 1] - m_use);
+                    row_sum += s[mt][nt][2 * hr] + s[mt][nt][2 * hr + 1];
+                }
+                l_i[mt][hr] = l_i[mt][hr] * alpha + row_sum;
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    acc[mt][dt][2 * hr] *= alpha;
+                    acc[mt][dt][2 * hr + 1] *= alpha;
+                }
+            }
+
+        cp_async_wait_all();
+        __syncthreads(); /* V_j is in; every warp is done with K_j */
+        if (j + 1 < n_blocks) load_tile<Bc, D, THREADS>(K_tile, k, p.k_stride[1], col0 + Bc, seqlen_k, tid);
+        cp_async_commit();
+
+#pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < D / 16; ++dp) {
+                uint32_t b0, b1, b2, b3;
+                ldmatrix_x4_trans(smem_addr(V_tile + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ROW + dp * 16 +
+                                            (lane >> 4) * 8),
+                                  b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(acc[mt][2 * dp], a[mt], b0, b1);
+                    mma_16816<T>(acc[mt][2 * dp + 1], a[mt], b2, b3);
+                }
+            }
+        }
+    }
+    cp_async_wait_all(); /* nothing may still be in flight when the block exits (n_blocks == 0) */
+
+    T *o = static_cast<T *>(p.o) + b * p.o_stride[0] + h * p.o_stride[2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float l = l_i[mt][hr];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int row = warp_row0 + mt * 16 + g + hr * 8;
+            if (row >= seqlen_q) continue;
+            const float inv_l = l > 0.0f ? 1.0f / l : 0.0f; /* rows that see nothing: O = 0 */
+            T *o_row = o + (int64_t)row * p.o_stride[1];
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt)
+                *reinterpret_cast<uint32_t *>(o_row + dt * 8 + 2 * t) =
+                    pack2<T>(acc[mt][dt][2 * hr] * inv_l, acc[mt][dt][2 * hr + 1] * inv_l);
+            if (p.lse && t == 0)
+                p.lse[b * p.lse_stride[0] + (int64_t)row * p.lse_stride[1] + h * p.lse_stride[2]] =
+                    l > 0.0f ? (m_i[mt][hr] + __log2f(l)) * 0.6931471805599453f : -INFINITY;
+        }
+}
+
+template <int D, typename T, bool CAUSAL>
+static xfa_cuda_result mma_launch(const xfa_cuda_forward *p, cudaStream_t stream)
+{
+    constexpr int Br = XFA_MMA_BR(D);
+    const int smem = XFA_MMA_SMEM_BYTES(D);
+    void (*kernel)(const xfa_cuda_forward) = mma_forward_kernel<D, T, CAUSAL>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return (xfa_cuda_result)err;
+    const dim3 grid((unsigned)((p->seqlen_q + Br - 1) / Br), (unsigned)p->heads_q, (unsigned)p->batch);
+    kernel<<<grid, XFA_MMA_WARPS * 32, smem, stream>>>(*p);
+    return (xfa_cuda_result)cudaGetLastError();
+}
+
+/* The launcher for one head dim: f16 or bf16, causal or not, the compiled tile only. */
+template <int D> static xfa_cuda_result mma_forward(const xfa_cuda_forward *p, void *stream)
+{
+    if (p->head_dim != D || (p->Br && p->Br != XFA_MMA_BR(D)) || (p->Bc && p->Bc != XFA_MMA_BC(D)))
+        return XFA_CUDA_NOT_HANDLED;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (p->dtype == XFA_CUDA_F16)
+        return p->causal ? mma_launch<D, __half, true>(p, s) : mma_launch<D, __half, false>(p, s);
+    if (p->dtype == XFA_CUDA_BF16)
+        return p->causal ? mma_launch<D, __nv_bfloat16, true>(p, s) : mma_launch<D, __nv_bfloat16, false>(p, s);
+    return XFA_CUDA_NOT_HANDLED;
+}
+
+} // namespace xfa
+
+#endif

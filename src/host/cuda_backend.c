@@ -1,0 +1,292 @@
+/*
+ * cuda_backend.c - the CUDA backend's slots: contexts (a device and a
+ * stream), buffers (device memory), plans and the forward launch. Discovery
+ * and tile layouts are in cuda_device.c, the caller-handle entry points
+ * (xfa_cuda.h) in cuda_interop.c, the kernels behind cuda/launch.h.
+ *
+ * Every call first makes the context's device current on the calling thread
+ * (contexts may sit on different devices). Forward calls are enqueued on the
+ * context's stream and return; uploads, downloads and synchronize block.
+ */
+#include "cuda_internal.h"
+
+#include "launch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+xfa_status xfa_cuda_fail(xfa_context *ctx, const char *what, cudaError_t err)
+{
+    cudaGetLastError(); /* a non-sticky error must not resurface in the next call */
+    return xfa_fail(ctx, err == cudaErrorMemoryAllocation ? XFA_ERROR_OUT_OF_DEVICE_MEMORY : XFA_ERROR_BACKEND_FAILURE,
+                    "%s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+#define CU_CHECK(ctx, call)                                                                                       \
+    do {                                                                                                          \
+        const cudaError_t err_ = (call);                                                                          \
+        if (err_ != cudaSuccess) return xfa_cuda_fail((ctx), #call, err_);                                        \
+    } while (0)
+
+static xfa_status use_device(xfa_context *ctx)
+{
+    const cuda_context *cu = ctx->impl;
+    CU_CHECK(ctx, cudaSetDevice(cu->device));
+    return XFA_SUCCESS;
+}
+
+static xfa_status cuda_device_info(int index, xfa_device_info *info, char *msg)
+{
+    int count = 0;
+    xfa_cuda_device_count(&count, msg);
+    if (index < 0 || index >= count)
+        return xfa_msg(msg, XFA_ERROR_INVALID_DEVICE, "CUDA device %d: %d device(s) found", index, count);
+    return xfa_cuda_describe(index, info, msg);
+}
+
+xfa_status xfa_cuda_context_init(xfa_context *ctx, cuda_context *cu)
+{
+    char msg[XFA_MESSAGE_SIZE];
+    xfa_status st = xfa_cuda_describe(cu->device, &ctx->info, msg);
+    if (st) return xfa_fail(ctx, st, "%s", msg);
+    CU_CHECK(ctx, cudaDeviceGetAttribute(&cu->cc_major, cudaDevAttrComputeCapabilityMajor, cu->device));
+    CU_CHECK(ctx, cudaDeviceGetAttribute(&cu->cc_minor, cudaDevAttrComputeCapabilityMinor, cu->device));
+    cu->sm90 = cu->cc_major == 9 && xfa_cuda_sm90_built() && xfa_cuda_mma_available(cu->cc_major);
+    cu->limits = xfa_cuda_limits(&ctx->info);
+    return XFA_SUCCESS;
+}
+
+void xfa_cuda_context_free(cuda_context *cu)
+{
+    if (!cu) return;
+    if (cudaSetDevice(cu->device) == cudaSuccess) {
+        cudaStreamSynchronize(cu->stream);
+        if (cu->own_stream && cu->stream) cudaStreamDestroy(cu->stream);
+    }
+    cudaGetLastError();
+    free(cu);
+}
+
+static xfa_status cuda_context_create(xfa_context *ctx, int index)
+{
+    int count = 0;
+    char msg[XFA_MESSAGE_SIZE];
+    xfa_cuda_device_count(&count, msg);
+    if (index < 0 || index >= count)
+        return xfa_fail(ctx, XFA_ERROR_INVALID_DEVICE, "CUDA device %d: %d device(s) found", index, count);
+    cuda_context *cu = calloc(1, sizeof *cu);
+    if (!cu) return xfa_fail(ctx, XFA_ERROR_OUT_OF_HOST_MEMORY, "allocating the CUDA context");
+    cu->device = index;
+    cudaError_t err = cudaSetDevice(index);
+    if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+        free(cu);
+        return xfa_cuda_fail(ctx, "creating a CUDA stream", err);
+    }
+    cu->own_stream = true;
+    xfa_status st = xfa_cuda_context_init(ctx, cu);
+    if (st) {
+        xfa_cuda_context_free(cu);
+        return st;
+    }
+    ctx->impl = cu;
+    return XFA_SUCCESS;
+}
+
+static void cuda_context_destroy(xfa_context *ctx)
+{
+    xfa_cuda_context_free(ctx->impl);
+    ctx->impl = NULL;
+}
+
+/* The tensor-core path for f16/bf16 on sm_80+, when its tile fits M; otherwise the generic one. */
+static xfa_status cuda_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan)
+{
+    const cuda_context *cu = ctx->impl;
+    char msg[XFA_MESSAGE_SIZE];
+    if (dtype != XFA_DTYPE_F32 && xfa_cuda_mma_available(cu->cc_major) && xfa_cuda_mma_head_dim(head_dim)) {
+        const xfa_tile_layout mma = xfa_cuda_mma_layout(head_dim);
+        if (xfa_plan_make(&cu->limits, &mma, head_dim, dtype, plan, msg) == XFA_SUCCESS) return XFA_SUCCESS;
+    }
+    xfa_status st = xfa_plan_make(&cu->limits, &xfa_cuda_generic_layout, head_dim, dtype, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s (CUDA generic path on %s)", msg, ctx->info.name) : XFA_SUCCESS;
+}
+
+/* A caller's plan runs on the tensor-core kernel when it is that kernel's tile, else on the generic kernel. */
+static xfa_status cuda_plan_check(xfa_context *ctx, xfa_plan *plan)
+{
+    const cuda_context *cu = ctx->impl;
+    char msg[XFA_MESSAGE_SIZE];
+    if (plan->dtype != XFA_DTYPE_F32 && xfa_cuda_mma_available(cu->cc_major) && xfa_cuda_mma_head_dim(plan->head_dim)) {
+        const xfa_tile_layout mma = xfa_cuda_mma_layout(plan->head_dim);
+        xfa_plan tried = *plan;
+        if (xfa_plan_fit(&cu->limits, &mma, &tried, msg) == XFA_SUCCESS) {
+            *plan = tried;
+            return XFA_SUCCESS;
+        }
+    }
+    xfa_status st = xfa_plan_fit(&cu->limits, &xfa_cuda_generic_layout, plan, msg);
+    return st ? xfa_fail(ctx, st, "%s (CUDA generic path)", msg) : XFA_SUCCESS;
+}
+
+static xfa_status cuda_buffer_create(xfa_context *ctx, xfa_buffer *buf)
+{
+    xfa_status st = use_device(ctx);
+    if (st) return st;
+    void *ptr = NULL;
+    CU_CHECK(ctx, cudaMalloc(&ptr, buf->size));
+    buf->impl = ptr;
+    return XFA_SUCCESS;
+}
+
+static void cuda_buffer_destroy(xfa_context *ctx, xfa_buffer *buf)
+{
+    const cuda_context *cu = ctx->impl;
+    if (buf->owned && buf->impl && cudaSetDevice(cu->device) == cudaSuccess) {
+        /* The stream may still read it: the forward calls are asynchronous. */
+        cudaStreamSynchronize(cu->stream);
+        cudaFree(buf->impl);
+    }
+    cudaGetLastError();
+    buf->impl = NULL;
+}
+
+static char *device_ptr(const xfa_buffer *buf, size_t offset)
+{
+    return (char *)buf->impl + buf->native_offset + offset;
+}
+
+/* Blocking copies on the context's stream, so they order after the forward calls enqueued before them. */
+static xfa_status cuda_buffer_upload(xfa_context *ctx, xfa_buffer *buf, size_t offset, const void *src, size_t bytes)
+{
+    const cuda_context *cu = ctx->impl;
+    xfa_status st = use_device(ctx);
+    if (st) return st;
+    CU_CHECK(ctx, cudaMemcpyAsync(device_ptr(buf, offset), src, bytes, cudaMemcpyHostToDevice, cu->stream));
+    CU_CHECK(ctx, cudaStreamSynchronize(cu->stream));
+    return XFA_SUCCESS;
+}
+
+static xfa_status cuda_buffer_download(xfa_context *ctx, xfa_buffer *buf, size_t offset, void *dst, size_t bytes)
+{
+    const cuda_context *cu = ctx->impl;
+    xfa_status st = use_device(ctx);
+    if (st) return st;
+    CU_CHECK(ctx, cudaMemcpyAsync(dst, device_ptr(buf, offset), bytes, cudaMemcpyDeviceToHost, cu->stream));
+    CU_CHECK(ctx, cudaStreamSynchronize(cu->stream));
+    return XFA_SUCCESS;
+}
+
+static const void *view_ptr(const xfa_tensor *t) { return device_ptr(t->buffer, t->offset); }
+
+/* The tensor-core kernels read 16-byte rows: aligned bases, unit dim stride, other strides multiples of 8. */
+static bool mma_view_ok(const xfa_tensor *t)
+{
+    if ((uintptr_t)view_ptr(t) % 16 || t->stride[3] != 1) return false;
+    for (int i = 0; i < 3; i++)
+        if (t->shape[i] > 1 && t->stride[i] % 8) return false;
+    return true;
+}
+
+/* By head_dim / 32 - 1; NULL: no tensor-core build of that head dim (the generic kernel runs it). */
+static xfa_cuda_result (*const mma_launchers[8])(const xfa_cuda_forward *, void *) = {
+    xfa_cuda_mma_forward_d32, xfa_cuda_mma_forward_d64,  xfa_cuda_mma_forward_d96, xfa_cuda_mma_forward_d128,
+    NULL,                     xfa_cuda_mma_forward_d192, NULL,                     xfa_cuda_mma_forward_d256,
+};
+
+bool xfa_cuda_mma_head_dim(int64_t d) { return d % 32 == 0 && d >= 32 && d <= 256 && mma_launchers[d / 32 - 1]; }
+
+static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
+{
+    const cuda_context *cu = ctx->impl;
+    xfa_status st = use_device(ctx);
+    if (st) return st;
+
+    xfa_cuda_forward p;
+    memset(&p, 0, sizeof p);
+    p.q = view_ptr(&a->q);
+    p.k = view_ptr(&a->k);
+    p.v = view_ptr(&a->v);
+    p.o = (void *)view_ptr(&a->o);
+    p.lse = a->has_lse ? (float *)view_ptr(&a->lse) : NULL;
+    p.dtype = a->dtype == XFA_DTYPE_F16 ? XFA_CUDA_F16 : a->dtype == XFA_DTYPE_BF16 ? XFA_CUDA_BF16 : XFA_CUDA_F32;
+    p.batch = (int32_t)a->batch;
+    p.heads_q = (int32_t)a->heads_q;
+    p.heads_kv = (int32_t)a->heads_kv;
+    p.seqlen_q = (int32_t)a->seqlen_q;
+    p.seqlen_k = (int32_t)a->seqlen_k;
+    p.head_dim = (int32_t)a->head_dim;
+    const xfa_tensor *views[4] = {&a->q, &a->k, &a->v, &a->o};
+    int64_t(*strides[4])[3] = {&p.q_stride, &p.k_stride, &p.v_stride, &p.o_stride};
+    for (int t = 0; t < 4; t++) {
+        for (int i = 0; i < 3; i++) (*strides[t])[i] = views[t]->stride[i];
+        p.d_stride[t] = views[t]->stride[3];
+    }
+    if (a->has_lse)
+        for (int i = 0; i < 3; i++) p.lse_stride[i] = a->lse.stride[i];
+    p.scale = a->scale;
+    p.causal = a->causal;
+    p.Br = (int32_t)a->plan.Br;
+    p.Bc = (int32_t)a->plan.Bc;
+    p.stages = (int32_t)a->plan.stages;
+
+    const bool mma_plan = strcmp(a->plan.path, "mma.sync") == 0;
+    const bool mma_ok = mma_plan && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
+                        mma_view_ok(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
+    xfa_cuda_result r = XFA_CUDA_NOT_HANDLED;
+#ifdef XFA_CUDA_HAVE_SM90
+    if (mma_ok && cu->sm90) {
+        /* The library's tile is the mma.sync kernel's; the Hopper kernel picks its own. */
+        xfa_cuda_forward hp = p;
+        hp.Br = hp.Bc = hp.stages = 0;
+        if (xfa_cuda_sm90_supported(&hp)) r = xfa_cuda_sm90_forward(&hp, cu->stream);
+    }
+#endif
+    if (r == XFA_CUDA_NOT_HANDLED && mma_ok) r = mma_launchers[a->head_dim / 32 - 1](&p, cu->stream);
+    if (r == XFA_CUDA_NOT_HANDLED) {
+        /* The generic kernel, with the plan when it is the generic one, else the generic plan for this call. */
+        if (!strcmp(a->plan.path, "generic")) {
+            r = xfa_cuda_generic_forward(&p, cu->stream);
+        } else {
+            xfa_plan generic;
+            char msg[XFA_MESSAGE_SIZE];
+            st = xfa_plan_make(&cu->limits, &xfa_cuda_generic_layout, (uint32_t)a->head_dim, a->dtype, &generic, msg);
+            if (st) return xfa_fail(ctx, st, "%s (CUDA generic path)", msg);
+            p.Br = (int32_t)generic.Br;
+            p.Bc = (int32_t)generic.Bc;
+            p.stages = 1;
+            r = xfa_cuda_generic_forward(&p, cu->stream);
+        }
+    }
+    if (r == XFA_CUDA_NOT_HANDLED)
+        return xfa_fail(ctx, XFA_ERROR_BACKEND_FAILURE, "no CUDA kernel handles head_dim %lld", (long long)a->head_dim);
+    if (r != 0) return xfa_cuda_fail(ctx, "launching the forward kernel", (cudaError_t)r);
+    return XFA_SUCCESS;
+}
+
+static xfa_status cuda_synchronize(xfa_context *ctx)
+{
+    const cuda_context *cu = ctx->impl;
+    xfa_status st = use_device(ctx);
+    if (st) return st;
+    CU_CHECK(ctx, cudaStreamSynchronize(cu->stream));
+    return XFA_SUCCESS;
+}
+
+const xfa_backend_ops xfa_cuda_backend = {
+    .id = XFA_BACKEND_CUDA,
+    .name = "cuda",
+    .device_count = xfa_cuda_device_count,
+    .device_info = cuda_device_info,
+    .context_create = cuda_context_create,
+    .context_destroy = cuda_context_destroy,
+    .plan = cuda_plan,
+    .plan_check = cuda_plan_check,
+    .buffer_create = cuda_buffer_create,
+    .buffer_destroy = cuda_buffer_destroy,
+    .buffer_upload = cuda_buffer_upload,
+    .buffer_download = cuda_buffer_download,
+    .forward = cuda_forward,
+    .synchronize = cuda_synchronize,
+};
