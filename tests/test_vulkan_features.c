@@ -71,6 +71,37 @@ START_TEST(test_f16_varlen)
 }
 END_TEST
 
+/* Random shapes with a random mix of the features (and small forced tiles, so that many
+ * blocks are skipped or ragged), every dtype, against the fp64 reference. */
+START_TEST(test_random_mixes)
+{
+    const xfa_dtype dtype = (xfa_dtype)(_i % XFA_DTYPE_COUNT_);
+    xfa_test_case tc = xfa_test_case_random(44000 + (uint64_t)_i, dtype);
+    uint64_t rng = 977 + (uint64_t)_i;
+    const uint64_t pick = xfa_test_rand_u64(&rng);
+    if (pick & 1) tc.window_left = (int64_t)(xfa_test_rand_u64(&rng) % 40);
+    if ((pick & 2) && !tc.causal) tc.window_right = (int64_t)(xfa_test_rand_u64(&rng) % 40);
+    if (pick & 4) tc.softcap = 1.0f + (float)(xfa_test_rand_u64(&rng) % 30);
+    if (pick & 8) {
+        tc.alibi = true;
+        tc.per_batch = pick & 16;
+    }
+    if (pick & 32) {
+        tc.bias = true;
+        tc.per_batch = pick & 16;
+        tc.bias_dtype = pick & 64 ? dtype : XFA_DTYPE_F32;
+    } else if (pick & 64) {
+        static const int64_t q[4] = {7, 0, 33, 12}, k[4] = {20, 5, 33, 0};
+        xfa_test_case_varlen(&tc, 4, q, k);
+    }
+    if ((pick & 128) && tc.head_dim <= 128) { /* 16 x 16 f32 tiles fit 32 KiB of shared memory up to d = 128 */
+        tc.Br = 16;
+        tc.Bc = 16;
+    }
+    expect_pass(&tc);
+}
+END_TEST
+
 /* The shaders read q, k, v (and dO) four elements per load when every row starts at a
  * multiple of 4 elements with unit head-dim stride, element by element otherwise: the same
  * inputs at an aligned and at a misaligned offset must give the same bits, in the forward,
@@ -159,6 +190,7 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tc, test_f16_scores, 0, 10);
     tcase_add_loop_test(tc, test_f16_varlen, 0, 2);
     tcase_add_loop_test(tc, test_unaligned_views, 0, 3 * XFA_DTYPE_COUNT_);
+    tcase_add_loop_test(tc, test_random_mixes, 0, 48);
     suite_add_tcase(suite, tc);
     const int rc = xfa_check_run(suite, 0);
     xfa_context_destroy(&ctx);

@@ -152,6 +152,12 @@ static xfa_status record_append(xfa_context *ctx, const xfa_decode_args *a)
     return XFA_SUCCESS;
 }
 
+/* Shared memory of flash_decode.comp: Q, K, V rows of D + 4 floats, P, and a page number per key. */
+static uint64_t decode_shared_bytes(uint32_t Br, uint32_t Bc, uint32_t D)
+{
+    return 4 * ((uint64_t)Br * (D + 4) + 2 * (uint64_t)Bc * (D + 4) + (uint64_t)Br * Bc + Bc);
+}
+
 /* The attention dispatch: DIRECT into o/lse with one split, else into the scratch partials. */
 static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, int splits, const scratch_layout *parts)
 {
@@ -168,9 +174,18 @@ static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, i
     uint64_t want = R > MIN_DECODE_ROWS ? R : MIN_DECODE_ROWS;
     uint32_t Br = (uint32_t)((want + br_multiple - 1) / br_multiple * br_multiple);
     if (Br > plan.Br) Br = plan.Br;
+    const VkPhysicalDeviceLimits *lim = &vk->caps.props.limits;
+    /* The forward's footprint plus one page number per key (flash_decode.comp's key_batch). */
+    uint32_t Bc = plan.Bc;
+    while (decode_shared_bytes(Br, Bc, (uint32_t)a->head_dim) > lim->maxComputeSharedMemorySize) {
+        if (Br > br_multiple) Br -= br_multiple;
+        else if (Bc > 1) Bc--;
+        else
+            return xfa_fail(ctx, XFA_ERROR_LOCAL_MEMORY_TOO_SMALL, "no decode tile fits %u bytes of shared memory",
+                            lim->maxComputeSharedMemorySize);
+    }
     const uint32_t T = xfa_vk_threads_per_row(vk);
     const uint64_t row_blocks = (R + Br - 1) / Br, gx = row_blocks * (uint64_t)splits;
-    const VkPhysicalDeviceLimits *lim = &vk->caps.props.limits;
     if (gx > lim->maxComputeWorkGroupCount[0] || (uint64_t)a->heads_kv > lim->maxComputeWorkGroupCount[1] ||
         (uint64_t)a->batch > lim->maxComputeWorkGroupCount[2])
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "decode grid %llu x %lld x %lld exceeds maxComputeWorkGroupCount",
@@ -208,14 +223,14 @@ static xfa_status record_attention(xfa_context *ctx, const xfa_decode_args *a, i
     x.group = (uint32_t)(a->heads_q / a->heads_kv);
     cache_args(a, &x.capacity, &x.page_size, &x.num_pages);
     x.splits = (uint32_t)splits;
-    x.chunk_align = plan.Bc;
+    x.chunk_align = Bc;
     x.append = a->append;
     x.window_left = (int32_t)a->window_left;
     x.softcap = a->softcap;
     x.scale_log2 = (float)(a->scale * 1.4426950408889634);
 
     const bool vec4 = xfa_vk_vec4_ok(x.q[0], x.q + 1) && xfa_vk_vec4_ok(x.k[0], x.k + 1) && xfa_vk_vec4_ok(x.v[0], x.v + 1);
-    const uint32_t spec[15] = {(uint32_t)a->head_dim, Br, plan.Bc, T, (uint32_t)a->dtype, a->causal,
+    const uint32_t spec[15] = {(uint32_t)a->head_dim, Br, Bc, T, (uint32_t)a->dtype, a->causal,
                                direct && a->has_lse, 4, Br * T, a->window_left >= 0,
                                a->softcap > 0.0f, a->has_alibi, a->paged, direct, vec4};
     VkPipeline pipeline;
