@@ -25,27 +25,7 @@
 #define DP (D + PAD)
 #define COLS_PER_ITEM (D / T)
 
-#if defined(XFA_DTYPE_F32)
-typedef float elem_t;
-#define LOAD(p, i) ((p)[i])
-#define STORE(p, i, x) ((p)[i] = (x))
-#elif defined(XFA_DTYPE_F16)
-typedef half elem_t;
-#define LOAD(p, i) vload_half((i), (p))
-#define STORE(p, i, x) vstore_half_rte((x), (i), (p))
-#elif defined(XFA_DTYPE_BF16)
-typedef ushort elem_t;
-#define LOAD(p, i) as_float((uint)(p)[i] << 16)
-#define STORE(p, i, x) ((p)[i] = bf16_from_f32(x))
-static inline ushort bf16_from_f32(float x)
-{
-    const uint u = as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u); /* quiet NaN */
-    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-#else
-#error "define XFA_DTYPE_F32, XFA_DTYPE_F16 or XFA_DTYPE_BF16"
-#endif
+/* elem_t, LOAD, STORE: cl/xfa_storage.cl, prepended when embedded. */
 
 /* Bits of `flags`, as in flash_forward.cl. */
 #define HAS_ALIBI 2

@@ -21,11 +21,18 @@ set(xfa_cl_kernels flash_forward flash_forward_mma flash_decode flash_backward)
 set(xfa_cl_generated)
 foreach(kernel ${xfa_cl_kernels})
   set(in ${PROJECT_SOURCE_DIR}/cl/${kernel}.cl)
+  set(inputs ${in})
+  set(deps ${in})
+  if(kernel STREQUAL "flash_forward" OR kernel STREQUAL "flash_backward")
+    # their element storage (f32/f16/bf16 loads and stores) is written once, in xfa_storage.cl
+    set(inputs "${PROJECT_SOURCE_DIR}/cl/xfa_storage.cl|${in}")
+    list(APPEND deps ${PROJECT_SOURCE_DIR}/cl/xfa_storage.cl)
+  endif()
   set(out ${PROJECT_BINARY_DIR}/generated/opencl/${kernel}_cl.c)
   add_custom_command(OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DINPUT=${in} -DOUTPUT=${out} -DSYMBOL=xfa_cl_${kernel}
+    COMMAND ${CMAKE_COMMAND} "-DINPUT=${inputs}" -DOUTPUT=${out} -DSYMBOL=xfa_cl_${kernel}
             -P ${PROJECT_SOURCE_DIR}/cmake/embed_opencl.cmake
-    DEPENDS ${in} ${PROJECT_SOURCE_DIR}/cmake/embed_opencl.cmake
+    DEPENDS ${deps} ${PROJECT_SOURCE_DIR}/cmake/embed_opencl.cmake
     COMMENT "Embedding cl/${kernel}.cl" VERBATIM)
   list(APPEND xfa_cl_generated ${out})
 endforeach()

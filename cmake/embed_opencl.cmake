@@ -1,7 +1,13 @@
 # embed_opencl.cmake - turns an OpenCL C source into a C array in the build dir.
-# Run as: cmake -DINPUT=<file.cl> -DOUTPUT=<file.c> -DSYMBOL=<name> -P embed_opencl.cmake
+# Run as: cmake -DINPUT=<file.cl>[|<file.cl>...] -DOUTPUT=<file.c> -DSYMBOL=<name> -P embed_opencl.cmake
 # The array is NUL-terminated so the host passes it to clCreateProgramWithSource as a string.
-file(READ "${INPUT}" hex HEX)
+# INPUT may name several files separated by '|' (a shared prelude first): they are concatenated.
+string(REPLACE "|" ";" inputs "${INPUT}")
+set(hex "")
+foreach(input ${inputs})
+  file(READ "${input}" part HEX)
+  string(APPEND hex "${part}")
+endforeach()
 string(LENGTH "${hex}" hex_len)
 math(EXPR byte_count "${hex_len} / 2")
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
