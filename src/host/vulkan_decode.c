@@ -91,9 +91,12 @@ static xfa_status element_grid(xfa_context *ctx, uint64_t elements, uint32_t *gx
     if (elements > UINT32_MAX)
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "%llu elements exceed the 32-bit indexing of the shaders",
                         (unsigned long long)elements);
+    if (groups == 0) { /* nothing to cover: one idle group keeps the dispatch valid */
+        *gx = *gy = 1;
+        return XFA_SUCCESS;
+    }
     *gx = (uint32_t)(groups < max_x ? groups : max_x);
     *gy = (uint32_t)((groups + *gx - 1) / *gx);
-    if (*gx == 0) *gx = *gy = 1;
     return XFA_SUCCESS;
 }
 
