@@ -28,12 +28,6 @@ double cli_attention_flops(const cli_options *o, int64_t batch, int64_t heads, i
     return 4.0 * (double)batch * (double)heads * pairs * (double)o->dim;
 }
 
-int cli_compare_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static bool parse_int(const char *name, const char *text, int64_t min, int64_t *out)
 {
     char *end;

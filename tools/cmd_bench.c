@@ -7,7 +7,6 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cli.h"
 
-#include "dtype.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,21 +18,17 @@ typedef struct bench_point {
     xfa_status status;
 } bench_point;
 
-/* Fills a device buffer with normal-ish random values in the dtype. */
-static xfa_status fill_random(xfa_buffer *buf, xfa_dtype dtype, size_t count, uint64_t seed)
+/* One forward call of the point being measured. */
+typedef struct forward_call {
+    xfa_context *ctx;
+    const xfa_attention_params *params;
+    const xfa_tensor *q, *k, *v, *o;
+} forward_call;
+
+static xfa_status run_forward(void *arg)
 {
-    const size_t elem = xfa_dtype_size(dtype);
-    unsigned char *host = malloc(count * elem);
-    if (!host) return XFA_ERROR_OUT_OF_HOST_MEMORY;
-    uint64_t s = seed;
-    for (size_t i = 0; i < count; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        const float u = (float)((s >> 40) & 0xffffff) / 16777216.0f;
-        xfa_store_f32(host, dtype, (int64_t)i, 2.0f * u - 1.0f);
-    }
-    const xfa_status st = xfa_buffer_upload(buf, 0, host, count * elem);
-    free(host);
-    return st;
+    const forward_call *c = arg;
+    return xfa_attention_forward(c->ctx, c->params, c->q, c->k, c->v, c->o, NULL);
 }
 
 static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqlen, int64_t tokens, int64_t heads,
@@ -45,13 +40,12 @@ static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqle
     const size_t q_count = (size_t)(p.batch * seqlen * heads * o->dim);
     const size_t kv_count = (size_t)(p.batch * seqlen * heads_kv * o->dim);
     xfa_buffer *q = NULL, *k = NULL, *v = NULL, *out = NULL;
-    double *times = calloc((size_t)o->iters, sizeof *times);
-    if (!times || (p.status = xfa_buffer_create(ctx, q_count * elem, &q)) ||
+    if ((p.status = xfa_buffer_create(ctx, q_count * elem, &q)) ||
         (p.status = xfa_buffer_create(ctx, kv_count * elem, &k)) ||
         (p.status = xfa_buffer_create(ctx, kv_count * elem, &v)) ||
         (p.status = xfa_buffer_create(ctx, q_count * elem, &out)) ||
-        (p.status = fill_random(q, o->dtype, q_count, 1)) || (p.status = fill_random(k, o->dtype, kv_count, 2)) ||
-        (p.status = fill_random(v, o->dtype, kv_count, 3)))
+        (p.status = cli_fill_random(q, o->dtype, q_count, 1)) || (p.status = cli_fill_random(k, o->dtype, kv_count, 2)) ||
+        (p.status = cli_fill_random(v, o->dtype, kv_count, 3)))
         goto done;
 
     xfa_tensor tq, tk, tv, to;
@@ -78,27 +72,10 @@ static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqle
         plan.workgroup_size = 0;
         params.plan = &plan;
     }
-    /* A sample is `reps` calls back to back and one wait, so that on a GPU the wait's own latency
-     * stays under ~1% of a sample; `reps` comes from the last warm-up call (1 for slow calls). */
-    double one_call = 0;
-    for (int i = 0; i < o->warmup; i++) {
-        const double t0 = cli_now();
-        if ((p.status = xfa_attention_forward(ctx, &params, &tq, &tk, &tv, &to, NULL)) ||
-            (p.status = xfa_context_synchronize(ctx)))
-            goto done;
-        one_call = cli_now() - t0;
-    }
-    const int reps = one_call > 0 && one_call < 2e-3 ? (int)(2e-3 / one_call) + 1 : 1;
-    for (int i = 0; i < o->iters; i++) {
-        const double t0 = cli_now();
-        for (int r = 0; r < reps; r++)
-            if ((p.status = xfa_attention_forward(ctx, &params, &tq, &tk, &tv, &to, NULL))) goto done;
-        if ((p.status = xfa_context_synchronize(ctx))) goto done;
-        times[i] = (cli_now() - t0) / reps;
-    }
-    qsort(times, (size_t)o->iters, sizeof *times, cli_compare_double);
-    p.min_s = times[0];
-    p.median_s = times[o->iters / 2];
+    /* Samples of >= 2 ms: on a GPU the wait's own latency stays under ~1% of a sample. */
+    forward_call call = {ctx, &params, &tq, &tk, &tv, &to};
+    if ((p.status = cli_time_calls(ctx, run_forward, &call, o->warmup, o->iters, 2e-3, &p.median_s, &p.min_s)))
+        goto done;
     p.tflops = cli_attention_flops(o, p.batch, heads, seqlen, seqlen) / p.median_s * 1e-12;
     p.gbps = (double)(2 * q_count + 2 * kv_count) * elem / p.median_s * 1e-9;
 done:
@@ -106,7 +83,6 @@ done:
     xfa_buffer_destroy(&k);
     xfa_buffer_destroy(&v);
     xfa_buffer_destroy(&out);
-    free(times);
     return p;
 }
 

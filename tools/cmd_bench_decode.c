@@ -8,7 +8,6 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cli.h"
 
-#include "dtype.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,24 +18,18 @@ typedef struct decode_point {
     xfa_status status;
 } decode_point;
 
-/* Random values in [-1, 1) into a device buffer (a cache of 128k tokens is filled in slices). */
-static xfa_status fill(xfa_buffer *buf, xfa_dtype dtype, size_t count, uint64_t seed)
+/* One decode call of the point being measured. */
+typedef struct decode_call {
+    xfa_context *ctx;
+    const xfa_decode_params *params;
+    const xfa_tensor *q, *o;
+    const xfa_kv_cache *cache;
+} decode_call;
+
+static xfa_status run_decode(void *arg)
 {
-    const size_t elem = xfa_dtype_size(dtype), slice = (size_t)1 << 22;
-    unsigned char *host = malloc((count < slice ? count : slice) * elem);
-    if (!host) return XFA_ERROR_OUT_OF_HOST_MEMORY;
-    xfa_status st = XFA_SUCCESS;
-    uint64_t s = seed;
-    for (size_t at = 0; at < count && !st; at += slice) {
-        const size_t n = count - at < slice ? count - at : slice;
-        for (size_t i = 0; i < n; i++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            xfa_store_f32(host, dtype, (int64_t)i, (float)((s >> 40) & 0xffffff) / 8388608.0f - 1.0f);
-        }
-        st = xfa_buffer_upload(buf, at * elem, host, n * elem);
-    }
-    free(host);
-    return st;
+    const decode_call *c = arg;
+    return xfa_attention_decode(c->ctx, c->params, c->q, c->cache, NULL, NULL, c->o, NULL);
 }
 
 static decode_point measure(xfa_context *ctx, const cli_options *o, int64_t batch, int64_t cache_len)
@@ -46,9 +39,8 @@ static decode_point measure(xfa_context *ctx, const cli_options *o, int64_t batc
     const size_t elem = xfa_dtype_size(o->dtype);
     const size_t q_count = (size_t)(batch * Hq * D), kv_count = (size_t)(batch * cache_len * Hkv * D);
     xfa_buffer *q = NULL, *k = NULL, *v = NULL, *out = NULL, *lens = NULL, *scratch = NULL;
-    double *times = calloc((size_t)o->iters, sizeof *times);
     int32_t *len_host = malloc((size_t)batch * sizeof *len_host);
-    if (!times || !len_host) {
+    if (!len_host) {
         p.status = XFA_ERROR_OUT_OF_HOST_MEMORY;
         goto done;
     }
@@ -58,8 +50,8 @@ static decode_point measure(xfa_context *ctx, const cli_options *o, int64_t batc
         (p.status = xfa_buffer_create(ctx, kv_count * elem, &v)) ||
         (p.status = xfa_buffer_create(ctx, q_count * elem, &out)) ||
         (p.status = xfa_buffer_create(ctx, (size_t)batch * sizeof(int32_t), &lens)) ||
-        (p.status = fill(q, o->dtype, q_count, 1)) || (p.status = fill(k, o->dtype, kv_count, 2)) ||
-        (p.status = fill(v, o->dtype, kv_count, 3)) ||
+        (p.status = cli_fill_random(q, o->dtype, q_count, 1)) || (p.status = cli_fill_random(k, o->dtype, kv_count, 2)) ||
+        (p.status = cli_fill_random(v, o->dtype, kv_count, 3)) ||
         (p.status = xfa_buffer_upload(lens, 0, len_host, (size_t)batch * sizeof(int32_t))))
         goto done;
     const xfa_tensor tq = xfa_tensor_bshd(q, 0, o->dtype, batch, 1, Hq, D);
@@ -76,26 +68,9 @@ static decode_point measure(xfa_context *ctx, const cli_options *o, int64_t batc
         goto done;
     params.scratch = scratch;
 
-    double one_call = 0;
-    for (int i = 0; i < o->warmup; i++) {
-        const double t0 = cli_now();
-        if ((p.status = xfa_attention_decode(ctx, &params, &tq, &cache, NULL, NULL, &to, NULL)) ||
-            (p.status = xfa_context_synchronize(ctx)))
-            goto done;
-        one_call = cli_now() - t0;
-    }
-    /* Decode calls take microseconds: many back to back per wait, or the wait is what gets timed. */
-    const int reps = one_call > 0 && one_call < 5e-3 ? (int)(5e-3 / one_call) + 1 : 1;
-    for (int i = 0; i < o->iters; i++) {
-        const double t0 = cli_now();
-        for (int r = 0; r < reps; r++)
-            if ((p.status = xfa_attention_decode(ctx, &params, &tq, &cache, NULL, NULL, &to, NULL))) goto done;
-        if ((p.status = xfa_context_synchronize(ctx))) goto done;
-        times[i] = (cli_now() - t0) / reps;
-    }
-    qsort(times, (size_t)o->iters, sizeof *times, cli_compare_double);
-    p.min_s = times[0];
-    p.median_s = times[o->iters / 2];
+    /* Decode calls take microseconds: samples of >= 5 ms, or the wait is what gets timed. */
+    decode_call call = {ctx, &params, &tq, &to, &cache};
+    p.status = cli_time_calls(ctx, run_decode, &call, o->warmup, o->iters, 5e-3, &p.median_s, &p.min_s);
 done:
     xfa_buffer_destroy(&q);
     xfa_buffer_destroy(&k);
@@ -103,7 +78,6 @@ done:
     xfa_buffer_destroy(&out);
     xfa_buffer_destroy(&lens);
     xfa_buffer_destroy(&scratch);
-    free(times);
     free(len_host);
     return p;
 }

@@ -1,0 +1,59 @@
+/* cli_measure.c - what `xfa bench` and `xfa bench-decode` share: random device inputs and timing. */
+#include "cli.h"
+
+#include "dtype.h"
+
+#include <stdlib.h>
+
+xfa_status cli_fill_random(xfa_buffer *buf, xfa_dtype dtype, size_t count, uint64_t seed)
+{
+    /* In slices, so a 128k-token KV cache needs no host copy of its size. */
+    const size_t elem = xfa_dtype_size(dtype), slice = (size_t)1 << 22;
+    unsigned char *host = malloc((count < slice ? count : slice) * elem);
+    if (!host) return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    xfa_status st = XFA_SUCCESS;
+    uint64_t s = seed;
+    for (size_t at = 0; at < count && !st; at += slice) {
+        const size_t n = count - at < slice ? count - at : slice;
+        for (size_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            xfa_store_f32(host, dtype, (int64_t)i, (float)((s >> 40) & 0xffffff) / 8388608.0f - 1.0f);
+        }
+        st = xfa_buffer_upload(buf, at * elem, host, n * elem);
+    }
+    free(host);
+    return st;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+xfa_status cli_time_calls(xfa_context *ctx, xfa_status (*call)(void *arg), void *arg, int warmup, int iters,
+                          double sample_s, double *median_s, double *min_s)
+{
+    double *times = calloc((size_t)iters, sizeof *times);
+    if (!times) return XFA_ERROR_OUT_OF_HOST_MEMORY;
+    xfa_status st = XFA_SUCCESS;
+    double one_call = 0;
+    for (int i = 0; i < warmup && !st; i++) {
+        const double t0 = cli_now();
+        if (!(st = call(arg)) && !(st = xfa_context_synchronize(ctx))) one_call = cli_now() - t0;
+    }
+    /* `reps` calls back to back per wait, from the last warm-up call (1 for slow calls). */
+    const int reps = one_call > 0 && one_call < sample_s ? (int)(sample_s / one_call) + 1 : 1;
+    for (int i = 0; i < iters && !st; i++) {
+        const double t0 = cli_now();
+        for (int r = 0; r < reps && !st; r++) st = call(arg);
+        if (!st && !(st = xfa_context_synchronize(ctx))) times[i] = (cli_now() - t0) / reps;
+    }
+    if (!st) {
+        qsort(times, (size_t)iters, sizeof *times, compare_double);
+        *min_s = times[0];
+        *median_s = times[iters / 2];
+    }
+    free(times);
+    return st;
+}
