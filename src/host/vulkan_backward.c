@@ -83,14 +83,8 @@ static xfa_status record_backward(xfa_context *ctx, const xfa_backward_args *a)
 
     const uint64_t rows = (uint64_t)(f->batch * f->heads_q * f->seqlen_q);
     VkDescriptorBufferInfo delta = {vk->scratch, 0, rows * 4};
-    if (a->scratch) { /* the caller's */
-        const VkDeviceSize start = (VkDeviceSize)a->scratch->native_offset + a->scratch_offset;
-        if (lim->minStorageBufferOffsetAlignment > 1 && start % lim->minStorageBufferOffsetAlignment)
-            return xfa_fail(ctx, XFA_ERROR_MISALIGNED,
-                            "params.scratch starts %llu bytes into its VkBuffer; the device needs a multiple of %llu",
-                            (unsigned long long)start, (unsigned long long)lim->minStorageBufferOffsetAlignment);
-        delta.buffer = ((const vk_buffer *)a->scratch->impl)->buffer;
-        delta.offset = start;
+    if (a->scratch) {
+        if ((st = xfa_vk_caller_scratch(ctx, a->scratch, a->scratch_offset, &delta.buffer, &delta.offset))) return st;
     } else {
         if ((st = xfa_vk_ensure_scratch(ctx, rows * 4))) return st;
         delta.buffer = vk->scratch;

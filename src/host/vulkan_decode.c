@@ -320,14 +320,7 @@ static xfa_status record_decode(xfa_context *ctx, const xfa_decode_args *a)
     const int64_t rows = a->batch * a->heads_q * a->seqlen_q, D = a->head_dim;
     scratch_layout parts = layout_of((uint64_t)splits * (uint64_t)rows, D);
     if (splits > 1 && a->scratch) {
-        const VkDeviceSize start = (VkDeviceSize)a->scratch->native_offset + a->scratch_offset;
-        const VkDeviceSize align = vk->caps.props.limits.minStorageBufferOffsetAlignment;
-        if (align > 1 && start % align)
-            return xfa_fail(ctx, XFA_ERROR_MISALIGNED,
-                            "params.scratch starts %llu bytes into its VkBuffer; the device needs a multiple of %llu",
-                            (unsigned long long)start, (unsigned long long)align);
-        parts.buffer = ((const vk_buffer *)a->scratch->impl)->buffer;
-        parts.base = start;
+        if ((st = xfa_vk_caller_scratch(ctx, a->scratch, a->scratch_offset, &parts.buffer, &parts.base))) return st;
         parts.lse_offset = a->scratch_lse_offset; /* the shared layout, sized for max_splits */
     } else if (splits > 1) {
         if ((st = xfa_vk_ensure_scratch(ctx, parts.total))) return st;

@@ -168,6 +168,10 @@ xfa_status xfa_vk_upload(xfa_context *ctx, xfa_buffer *buf, size_t offset, const
 xfa_status xfa_vk_download(xfa_context *ctx, xfa_buffer *buf, size_t offset, void *dst, size_t bytes);
 void xfa_vk_staging_release(vk_context *vk);
 /* Device scratch of at least `bytes`; call after xfa_vk_begin (the old buffer is then idle). */
+/* The caller's scratch (params.scratch at `offset`) as a VkBuffer and the byte where it starts,
+ * which the device's minStorageBufferOffsetAlignment must divide (XFA_ERROR_MISALIGNED if not). */
+xfa_status xfa_vk_caller_scratch(xfa_context *ctx, const xfa_buffer *scratch, size_t offset, VkBuffer *buffer,
+                                 VkDeviceSize *start);
 xfa_status xfa_vk_ensure_scratch(xfa_context *ctx, VkDeviceSize bytes);
 void xfa_vk_scratch_release(vk_context *vk);
 /* A device-local storage buffer (also a transfer source and destination). */

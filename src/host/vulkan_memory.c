@@ -189,6 +189,20 @@ void xfa_vk_scratch_release(vk_context *vk)
 }
 
 /* At least `bytes` of scratch. Called after xfa_vk_begin, so the old buffer is idle. */
+xfa_status xfa_vk_caller_scratch(xfa_context *ctx, const xfa_buffer *scratch, size_t offset, VkBuffer *buffer,
+                                 VkDeviceSize *start)
+{
+    const vk_context *vk = ctx->impl;
+    const VkDeviceSize align = vk->caps.props.limits.minStorageBufferOffsetAlignment;
+    *start = (VkDeviceSize)scratch->native_offset + offset;
+    if (align > 1 && *start % align)
+        return xfa_fail(ctx, XFA_ERROR_MISALIGNED,
+                        "params.scratch starts %llu bytes into its VkBuffer; the device needs a multiple of %llu",
+                        (unsigned long long)*start, (unsigned long long)align);
+    *buffer = ((const vk_buffer *)scratch->impl)->buffer;
+    return XFA_SUCCESS;
+}
+
 xfa_status xfa_vk_ensure_scratch(xfa_context *ctx, VkDeviceSize bytes)
 {
     vk_context *vk = ctx->impl;
