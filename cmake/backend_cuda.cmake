@@ -43,11 +43,17 @@ set(xfa_cuda_kernels
   ${PROJECT_SOURCE_DIR}/cuda/mma_d96.cu
   ${PROJECT_SOURCE_DIR}/cuda/mma_d128.cu
   ${PROJECT_SOURCE_DIR}/cuda/mma_d192.cu
-  ${PROJECT_SOURCE_DIR}/cuda/mma_d256.cu)
+  ${PROJECT_SOURCE_DIR}/cuda/mma_d256.cu
+  ${PROJECT_SOURCE_DIR}/cuda/decode.cu
+  ${PROJECT_SOURCE_DIR}/cuda/decode_f16.cu
+  ${PROJECT_SOURCE_DIR}/cuda/decode_bf16.cu
+  ${PROJECT_SOURCE_DIR}/cuda/decode_f32.cu
+  ${PROJECT_SOURCE_DIR}/cuda/decode_merge.cu)
 target_sources(xfa PRIVATE
   ${PROJECT_SOURCE_DIR}/src/host/cuda_backend.c
   ${PROJECT_SOURCE_DIR}/src/host/cuda_device.c
   ${PROJECT_SOURCE_DIR}/src/host/cuda_interop.c
+  ${PROJECT_SOURCE_DIR}/src/host/cuda_decode.c
   ${xfa_cuda_kernels})
 target_include_directories(xfa PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
 target_include_directories(xfa PUBLIC $<BUILD_INTERFACE:${CUDAToolkit_INCLUDE_DIRS}>)

@@ -64,6 +64,7 @@ void xfa_cuda_context_free(cuda_context *cu)
     if (!cu) return;
     if (cudaSetDevice(cu->device) == cudaSuccess) {
         cudaStreamSynchronize(cu->stream);
+        xfa_cuda_decode_scratch_free(cu);
         if (cu->own_stream && cu->stream) cudaStreamDestroy(cu->stream);
     }
     cudaGetLastError();
@@ -304,4 +305,6 @@ const xfa_backend_ops xfa_cuda_backend = {
     .buffer_download = cuda_buffer_download,
     .forward = cuda_forward,
     .synchronize = cuda_synchronize,
+    .decode = xfa_cuda_decode,
+    .merge = xfa_cuda_merge_partials,
 };

@@ -18,6 +18,8 @@ typedef struct cuda_context {
     int cc_major, cc_minor;
     bool sm90;                   /* the Hopper path is built and this is a major-9 device */
     xfa_plan_limits limits;      /* M = sharedMemPerBlockOptin (possibly capped, XFA_CUDA_LOCAL_MEM_LIMIT) */
+    void *decode_scratch;        /* decode partials and merge running results (cuda_decode.c); grown, kept */
+    size_t decode_scratch_bytes;
 } cuda_context;
 
 /* cuda_device.c: discovery; 0 devices (not an error) when there is no driver or GPU. */
@@ -43,5 +45,10 @@ void xfa_cuda_context_free(cuda_context *cu);
 
 /* Failure from a CUDA call: out-of-memory gets its own status, the rest XFA_ERROR_BACKEND_FAILURE. */
 xfa_status xfa_cuda_fail(xfa_context *ctx, const char *what, cudaError_t err);
+
+/* cuda_decode.c: the decode and merge slots, and the context scratch they keep. */
+xfa_status xfa_cuda_decode(xfa_context *ctx, const xfa_decode_args *args);
+xfa_status xfa_cuda_merge_partials(xfa_context *ctx, const xfa_merge_args *args);
+void xfa_cuda_decode_scratch_free(cuda_context *cu);
 
 #endif

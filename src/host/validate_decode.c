@@ -161,8 +161,11 @@ xfa_status xfa_validate_decode(xfa_context *ctx, const xfa_decode_params *params
     a->has_alibi = params->alibi_slopes != NULL;
     if (a->has_alibi) a->alibi = *params->alibi_slopes;
     a->num_splits = params->num_splits;
-    a->max_splits = params->num_splits ? params->num_splits
-                                       : xfa_decode_choose_splits(ctx->info.compute_units, B, Hkv, a->capacity, 256);
+    /* Sized for the most splits a backend picks by itself: CUDA splits down to 64 keys and takes up
+     * to twice the choice where that fills the GPU's last wave better (cuda_decode.c); the others
+     * pick at most choose_splits(..., 256), which is less. */
+    const int chosen = xfa_decode_choose_splits(ctx->info.compute_units, B, Hkv, a->capacity, 64);
+    a->max_splits = params->num_splits ? params->num_splits : chosen * 2 > MAX_SPLITS ? MAX_SPLITS : chosen * 2;
     a->scratch_bytes = xfa_decode_scratch_bytes(a, &a->scratch_lse_offset);
     if (!a->scratch_bytes)
         return xfa_fail(ctx, XFA_ERROR_SIZE_OVERFLOW, "the decode partials (%d splits) overflow a size_t", a->max_splits);
