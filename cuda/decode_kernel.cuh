@@ -4,20 +4,24 @@
  * head's cache, so each K/V element is read from DRAM once for the whole GQA
  * group. cuda/decode_{f16,bf16,f32}.cu instantiate it per head dim.
  *
- * A work-group is (split x row block, KV head, sequence), 4 warps. Its rows
+ * A work-group is (split x row block x KV head, sequence), 4 warps. Its rows
  * (up to XFA_CUDA_DECODE_ROWS) are token r % Sq of query head
  * hk * group + r / Sq, as in cl/flash_decode.cl; each thread keeps its share
  * of every row's q and acc in registers. The warps are cut into lane groups of
  * LPR lanes; a lane group reads one key row at a time, each lane 16 bytes of it
  * (at D = 128 f16: 16 lanes a row, two rows per warp load), U keys per step, so
- * every lane has 2U 16-byte loads in flight. Dot products are reduced across
+ * every lane has 2U 16-byte loads per step. The loads are cp.async into a
+ * per-warp ring of STAGES steps in shared memory, issued STAGES - 1 steps
+ * ahead, so while a warp computes one step the next ones stream in; each lane
+ * reads back only what it copied itself, so the ring needs no barrier, and a
+ * step's 32 lanes touch 512 contiguous bytes (no bank conflicts). Dot products are reduced across
  * the lane group with xor shuffles; each lane group runs its own online
  * softmax (m_i, l_i, acc) in the log2 domain over its keys, and the lane groups
- * are combined once at the end through shared memory. No shared memory in the
- * key loop, so no bank conflicts and no barriers there.
+ * are combined once at the end through shared memory (the ring's, reused).
  *
  * K/V that are not 16-byte vectors (odd strides, misaligned views) take the
- * element-wise layout instead: 32 lanes a row, lane l owning dims l, l + 32, ...
+ * element-wise layout instead: 32 lanes a row, lane l owning dims l, l + 32, ...,
+ * loaded straight into registers.
  *
  * Lengths and pages come from the device and are clamped (xfa.h): no access
  * leaves the cache whatever seqlens and block_table hold.
@@ -39,6 +43,32 @@ constexpr int RB = XFA_CUDA_DECODE_ROWS;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 constexpr unsigned FULL_MASK = 0xffffffffu;
+constexpr int STAGES = 3; /* steps in each warp's cp.async ring */
+
+/* 16 bytes global -> shared, zero-filled when !valid (src is then not read). Before sm_80 (no
+ * cp.async) a plain copy. */
+__device__ __forceinline__ void copy_16(uint4 *dst, const void *src, bool valid)
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(xfa::smem_addr(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+#else
+    *dst = valid ? *static_cast<const uint4 *>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void copy_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+/* Waits until at most N of this thread's groups are still in flight. */
+template <int N> __device__ __forceinline__ void copy_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
 
 /* 16 bytes of K or V widened to f32: 8 f16 / bf16 elements or 4 f32. */
 template <typename E> struct chunk;
@@ -95,10 +125,28 @@ template <typename E, int D_> struct vector_layout {
     static constexpr int U = NC == 1 ? 4 : 2; /* 2U x NC 16-byte loads in flight: 8 (f32 D > 128: NC = 2) */
     static constexpr int DMAX = D_;
     static constexpr int MIN_BLOCKS = XFA_CUDA_DECODE_BLOCKS_PER_SM;
+    static constexpr bool ASYNC = true;
+    /* One step of one warp in the ring: [u][K, V][chunk][lane] of 16 bytes. */
+    static constexpr int STEP_VECTORS = U * 2 * NC * 32;
     static_assert(D_ % (2 * C) == 0 || C == 4, "head dims are multiples of 32");
     struct raw {
         uint4 c[NC];
     };
+    /* Copies this lane's chunks of key slot u's K (kv 0) or V (kv 1) row into the step. */
+    __device__ __forceinline__ static void issue(uint4 *step, int u, int kv, const E *row, int li, int lane,
+                                                 bool valid)
+    {
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (c * LPR + li < CPR)
+                copy_16(step + ((u * 2 + kv) * NC + c) * 32 + lane, row + (c * LPR + li) * C, valid);
+    }
+    __device__ __forceinline__ static void fetch(raw &r, const uint4 *step, int u, int kv, int li, int lane)
+    {
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            r.c[c] = c * LPR + li < CPR ? step[((u * 2 + kv) * NC + c) * 32 + lane] : make_uint4(0, 0, 0, 0);
+    }
     __device__ __forceinline__ static int head_dim(int) { return D_; }
     __device__ __forceinline__ static bool has(int li, int e, int) { return (e / C) * LPR + li < CPR; }
     __device__ __forceinline__ static int dim(int li, int e) { return ((e / C) * LPR + li) * C + e % C; }
@@ -129,6 +177,8 @@ template <typename E> struct element_layout {
     static constexpr int U = 2;
     static constexpr int DMAX = 256;
     static constexpr int MIN_BLOCKS = 2;
+    static constexpr bool ASYNC = false;
+    static constexpr int STEP_VECTORS = 0;
     struct raw {
         float x[EL];
     };
@@ -154,23 +204,35 @@ template <typename E> struct element_layout {
 
 __device__ __forceinline__ int clamp_int(int x, int lo, int hi) { return min(max(x, lo), hi); }
 
+/* Dynamic shared memory of the kernel for layout L: the warps' rings, or (after the key loop, in
+ * the same bytes) the lane groups' results, whichever is larger. */
+template <class L> constexpr size_t smem_bytes()
+{
+    constexpr int NG = WARPS * (32 / L::LPR);
+    constexpr size_t ring = (size_t)WARPS * STAGES * L::STEP_VECTORS * 16;
+    constexpr size_t combine = ((size_t)NG * RB * (L::DMAX + 3) + 2 * RB) * sizeof(float);
+    return ring > combine ? ring : combine;
+}
+
 template <typename E, class L>
 __global__ void __launch_bounds__(THREADS, L::MIN_BLOCKS) decode_kernel(const xfa_cuda_decode_problem p)
 {
     constexpr int LPR = L::LPR, RPW = 32 / LPR, NG = WARPS * RPW, EL = L::EL, U = L::U;
     constexpr int KB = NG * U; /* keys a work-group reads per step */
-    /* the lane groups' results, combined at the end */
-    __shared__ float s_acc[NG][RB][L::DMAX];
-    __shared__ float s_m[NG][RB], s_l[NG][RB], s_w[NG][RB], s_inv[RB], s_lse[RB];
+    extern __shared__ uint4 smem[];
 
     const int D = L::head_dim(p.head_dim);
-    const int lane = threadIdx.x & 31, li = lane % LPR;
+    const int lane = threadIdx.x & 31, li = lane % LPR, warp = threadIdx.x >> 5;
     const int g = (threadIdx.x >> 5) * RPW + lane / LPR; /* this thread's lane group */
     const int Sq = p.seqlen_q, group = p.heads_q / p.heads_kv, R = group * Sq;
     const int row_blocks = (R + RB - 1) / RB;
-    const int split = blockIdx.x / row_blocks, row0 = (blockIdx.x % row_blocks) * RB;
+    /* x = (split, row block, KV head), the KV head fastest: the work-groups that run side by side
+     * read neighbouring pieces of the same tokens (a token's KV heads are adjacent in the cache),
+     * and a split's row blocks read the same keys (the second from L2). */
+    const int hk = blockIdx.x % p.heads_kv, rb = blockIdx.x / p.heads_kv % row_blocks;
+    const int split = blockIdx.x / p.heads_kv / row_blocks, row0 = rb * RB;
     const int rows = min(RB, R - row0);
-    const int hk = blockIdx.y, b = blockIdx.z;
+    const int b = blockIdx.y;
     const bool paged = p.block_table != nullptr;
 
     const int len = min(clamp_int(p.seqlens[b * p.seqlens_stride], 0, p.capacity) + p.appended, p.capacity);
@@ -226,29 +288,64 @@ __global__ void __launch_bounds__(THREADS, L::MIN_BLOCKS) decode_kernel(const xf
     }
     const int32_t *table = paged ? p.block_table + b * p.block_table_stride[0] : nullptr;
 
-    for (int k0 = kbeg; k0 < kend; k0 += KB) {
+    /* Where key j's K and V rows start (a page through the clamped block table). */
+    auto key_rows = [&](int j, const E *&k_row, const E *&v_row) {
+        if (paged) {
+            const int page = p.page_shift >= 0 ? j >> p.page_shift : j / p.page_size;
+            const int in_page = j - page * p.page_size;
+            const int64_t cb = clamp_int(__ldg(table + page * p.block_table_stride[1]), 0, p.num_pages - 1);
+            k_row = k_head + cb * p.k_stride[0] + in_page * p.k_stride[1];
+            v_row = v_head + cb * p.v_stride[0] + in_page * p.v_stride[1];
+        } else {
+            k_row = k_head + j * p.k_stride[1];
+            v_row = v_head + j * p.v_stride[1];
+        }
+    };
+    uint4 *ring = smem + warp * STAGES * L::STEP_VECTORS;
+    /* Starts the copies of the step at key k into ring slot `slot`; always one commit group per step. */
+    auto issue_step = [&](int k, int slot) {
+        if constexpr (L::ASYNC) {
+            if (k < kend) {
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const int j = k + g * U + u;
+                    const E *k_row = k_head, *v_row = v_head; /* any valid address when out of range */
+                    if (j < kend) key_rows(j, k_row, v_row);
+                    L::issue(ring + slot * L::STEP_VECTORS, u, 0, k_row, li, lane, j < kend);
+                    L::issue(ring + slot * L::STEP_VECTORS, u, 1, v_row, li, lane, j < kend);
+                }
+            }
+            copy_commit();
+        }
+    };
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; t++) issue_step(kbeg + t * KB, t);
+
+    for (int k0 = kbeg, step = 0; k0 < kend; k0 += KB, step++) {
         const int j0 = k0 + g * U; /* this lane group's first key */
         typename L::raw k_raw[U], v_raw[U];
+        if constexpr (L::ASYNC) {
+            issue_step(k0 + (STAGES - 1) * KB, (step + STAGES - 1) % STAGES);
+            copy_wait<STAGES - 1>(); /* this step's group has landed */
+            const uint4 *slot = ring + (step % STAGES) * L::STEP_VECTORS;
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int j = j0 + u;
-            if (j < kend) {
-                int64_t k_off, v_off;
-                if (paged) {
-                    const int page = p.page_shift >= 0 ? j >> p.page_shift : j / p.page_size;
-                    const int in_page = j - page * p.page_size;
-                    const int64_t cb = clamp_int(__ldg(table + page * p.block_table_stride[1]), 0, p.num_pages - 1);
-                    k_off = cb * p.k_stride[0] + in_page * p.k_stride[1];
-                    v_off = cb * p.v_stride[0] + in_page * p.v_stride[1];
+            for (int u = 0; u < U; u++) {
+                L::fetch(k_raw[u], slot, u, 0, li, lane);
+                L::fetch(v_raw[u], slot, u, 1, li, lane);
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int j = j0 + u;
+                if (j < kend) {
+                    const E *k_row, *v_row;
+                    key_rows(j, k_row, v_row);
+                    L::load(k_raw[u], k_row, li, p.k_stride[3], D);
+                    L::load(v_raw[u], v_row, li, p.v_stride[3], D);
                 } else {
-                    k_off = j * p.k_stride[1];
-                    v_off = j * p.v_stride[1];
+                    L::zero(k_raw[u]);
+                    L::zero(v_raw[u]);
                 }
-                L::load(k_raw[u], k_head + k_off, li, p.k_stride[3], D);
-                L::load(v_raw[u], v_head + v_off, li, p.v_stride[3], D);
-            } else {
-                L::zero(k_raw[u]);
-                L::zero(v_raw[u]);
             }
         }
 
@@ -324,7 +421,15 @@ __global__ void __launch_bounds__(THREADS, L::MIN_BLOCKS) decode_kernel(const xf
         }
     }
 
-    /* Combine the lane groups: weights exp2(m_g - m) per group and row, then O = sum_g w_g acc_g / l. */
+    /* Combine the lane groups: weights exp2(m_g - m) per group and row, then O = sum_g w_g acc_g / l.
+     * The ring's bytes are reused once every warp is past its loop (and no copy is in flight). */
+    if constexpr (L::ASYNC) copy_wait<0>();
+    __syncthreads();
+    float(*s_acc)[RB][L::DMAX] = reinterpret_cast<float(*)[RB][L::DMAX]>(smem);
+    float(*s_m)[RB] = reinterpret_cast<float(*)[RB]>(&s_acc[NG][0][0]);
+    float(*s_l)[RB] = s_m + NG;
+    float(*s_w)[RB] = s_l + NG;
+    float *s_inv = &s_w[NG][0], *s_lse = s_inv + RB;
 #pragma unroll
     for (int rr = 0; rr < RB; rr++) {
         if (rr >= rows) continue;
@@ -378,18 +483,28 @@ __global__ void __launch_bounds__(THREADS, L::MIN_BLOCKS) decode_kernel(const xf
     }
 }
 
+template <typename E, class L>
+xfa_cuda_result launch_layout(const xfa_cuda_decode_problem *p, dim3 grid, cudaStream_t stream)
+{
+    constexpr size_t smem = smem_bytes<L>();
+    if (smem > 48 * 1024) { /* beyond the default: opt in (once per kernel is enough, but cheap) */
+        const cudaError_t err =
+            cudaFuncSetAttribute(decode_kernel<E, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return (xfa_cuda_result)err;
+    }
+    decode_kernel<E, L><<<grid, THREADS, smem, stream>>>(*p);
+    return (xfa_cuda_result)cudaGetLastError();
+}
+
 /* Launches the kernel for dtype E: the vector layout templated on the head dim, else the element one. */
 template <typename E> xfa_cuda_result launch_attention(const xfa_cuda_decode_problem *p, cudaStream_t stream)
 {
     const int R = (p->heads_q / p->heads_kv) * p->seqlen_q, row_blocks = (R + RB - 1) / RB;
-    const dim3 grid((unsigned)(p->splits * row_blocks), (unsigned)p->heads_kv, (unsigned)p->batch);
-    if (!p->vector_kv) {
-        decode_kernel<E, element_layout<E>><<<grid, THREADS, 0, stream>>>(*p);
-        return (xfa_cuda_result)cudaGetLastError();
-    }
+    const dim3 grid((unsigned)(p->splits * row_blocks * p->heads_kv), (unsigned)p->batch);
+    if (!p->vector_kv) return launch_layout<E, element_layout<E>>(p, grid, stream);
     switch (p->head_dim) {
 #define XFA_DECODE_CASE(D) \
-    case D: decode_kernel<E, vector_layout<E, D>><<<grid, THREADS, 0, stream>>>(*p); break;
+    case D: return launch_layout<E, vector_layout<E, D>>(p, grid, stream);
         XFA_DECODE_CASE(32)
         XFA_DECODE_CASE(64)
         XFA_DECODE_CASE(96)
@@ -401,7 +516,6 @@ template <typename E> xfa_cuda_result launch_attention(const xfa_cuda_decode_pro
 #undef XFA_DECODE_CASE
     default: return XFA_CUDA_NOT_HANDLED;
     }
-    return (xfa_cuda_result)cudaGetLastError();
 }
 
 } // namespace xfa_decode

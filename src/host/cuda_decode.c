@@ -115,7 +115,7 @@ xfa_status xfa_cuda_decode(xfa_context *ctx, const xfa_decode_args *a)
     const int64_t group = a->heads_q / a->heads_kv, row_blocks = (group * a->seqlen_q + XFA_CUDA_DECODE_ROWS - 1) /
                                                                  XFA_CUDA_DECODE_ROWS;
     if (a->capacity + a->seqlen_q > INT32_MAX / 4 || a->batch * a->heads_q * a->seqlen_q > INT32_MAX ||
-        a->batch > 65535 || a->heads_kv > 65535 || (a->paged && a->num_pages > INT32_MAX))
+        a->batch > 65535 || a->heads_q * a->seqlen_q * 1024 > INT32_MAX || (a->paged && a->num_pages > INT32_MAX))
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "a cache of %lld tokens, %lld sequences, %lld KV heads: the CUDA "
                         "decode kernels index tokens in 32 bits and sequences and heads in grid dimensions",
                         (long long)a->capacity, (long long)a->batch, (long long)a->heads_kv);
