@@ -245,8 +245,10 @@ __global__ void __launch_bounds__(THREADS, L::MIN_BLOCKS) decode_kernel(const xf
     /* Rows: q (scaled) in registers, and the keys each row sees, lo .. hi (causal, window). */
     const E *q = static_cast<const E *>(p.q);
     const bool extras = p.softcap > 0.0f || p.alibi != nullptr;
+    /* (a multiply: an IEEE division in the loop is a subroutine call that spills at D <= 128) */
+    const float inv_softcap = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
     float q_reg[RB][EL];
-    int lo[RB], hi[RB], pos[RB];
+    int pos[RB]; /* row's diagonal key: it sees lo = pos - window_left (or 0) .. hi = pos (causal, or len - 1) */
     float slope[RB];
     int lo_min = INT_MAX, lo_max = INT_MIN, hi_min = INT_MAX, hi_max = INT_MIN;
 #pragma unroll
@@ -254,18 +256,17 @@ __global__ void __launch_bounds__(THREADS, L::MIN_BLOCKS) decode_kernel(const xf
         const int row = row0 + rr, i = row % Sq, h = hk * group + row / Sq;
         const bool live = rr < rows;
         pos[rr] = i + diag;
-        lo[rr] = p.window_left >= 0 ? pos[rr] - p.window_left : 0;
-        hi[rr] = p.causal ? pos[rr] : len - 1;
+        const int lo = p.window_left >= 0 ? pos[rr] - p.window_left : 0, hi = p.causal ? pos[rr] : len - 1;
         slope[rr] = live && p.alibi ? p.alibi[b * p.alibi_stride[0] + h * p.alibi_stride[1]] : 0.0f;
         const E *q_row = q + b * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
 #pragma unroll
         for (int e = 0; e < EL; e++)
             q_reg[rr][e] = live && L::has(li, e, D) ? xfa::to_f32(q_row[L::dim(li, e) * p.q_stride[3]]) * p.q_scale : 0.0f;
         if (live) {
-            lo_min = min(lo_min, lo[rr]);
-            lo_max = max(lo_max, lo[rr]);
-            hi_min = min(hi_min, hi[rr]);
-            hi_max = max(hi_max, hi[rr]);
+            lo_min = min(lo_min, lo);
+            lo_max = max(lo_max, lo);
+            hi_min = min(hi_min, hi);
+            hi_max = max(hi_max, hi);
         }
     }
     /* Keys no row of this block sees are not read: before the earliest window, after the last diagonal. */
@@ -363,29 +364,36 @@ __global__ void __launch_bounds__(THREADS, L::MIN_BLOCKS) decode_kernel(const xf
                 s[u][rr] = x;
             }
         }
+        /* (rows past `rows` are reduced too: a guard would put a branch around every shuffle) */
 #pragma unroll
         for (int off = LPR / 2; off > 0; off >>= 1)
 #pragma unroll
             for (int u = 0; u < U; u++)
 #pragma unroll
-                for (int rr = 0; rr < RB; rr++)
-                    if (rr < rows) s[u][rr] += __shfl_xor_sync(FULL_MASK, s[u][rr], off);
+                for (int rr = 0; rr < RB; rr++) s[u][rr] += __shfl_xor_sync(FULL_MASK, s[u][rr], off);
 
-        /* Masks only where the step crosses a row's first or last key or the split's end. */
-        const bool need_mask = k0 + KB > kend || k0 < lo_max || k0 + KB - 1 > hi_min;
+        /* Softcap and ALiBi, then masks only where the step crosses a row's first or last key or the
+         * split's end: each test once per step (inside the loops it became a branch per score). */
+        if (extras) {
 #pragma unroll
-        for (int u = 0; u < U; u++)
+            for (int u = 0; u < U; u++)
 #pragma unroll
-            for (int rr = 0; rr < RB; rr++) {
-                const int j = j0 + u;
-                float x = s[u][rr];
-                if (extras) {
-                    if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-                    x = (x - slope[rr] * fabsf((float)(pos[rr] - j))) * LOG2E;
+                for (int rr = 0; rr < RB; rr++) {
+                    float x = s[u][rr];
+                    if (p.softcap > 0.0f) x = p.softcap * tanhf(x * inv_softcap);
+                    s[u][rr] = (x - slope[rr] * fabsf((float)(pos[rr] - (j0 + u)))) * LOG2E;
                 }
-                if (need_mask && !(j < kend && j >= lo[rr] && j <= hi[rr])) x = -INFINITY;
-                s[u][rr] = x;
-            }
+        }
+        if (k0 + KB > kend || k0 < lo_max || k0 + KB - 1 > hi_min) {
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int rr = 0; rr < RB; rr++) {
+                    const int j = j0 + u;
+                    const int lo = p.window_left >= 0 ? pos[rr] - p.window_left : 0, hi = p.causal ? pos[rr] : len - 1;
+                    if (!(j < kend && j >= lo && j <= hi)) s[u][rr] = -INFINITY;
+                }
+        }
 
         /* online softmax per row over the step's U keys; s becomes p */
 #pragma unroll
