@@ -124,6 +124,16 @@ static inline void ldsm_x4_trans(uint *r, __local const ushort *tile, int off)
                  : "r"(addr));
 }
 
+/* 16 bytes global -> local without passing through registers (zeros when !ok); completes by
+ * copy_wait_all. The integer value of a __global pointer is its global address. */
+static inline void copy16(__local ushort *dst, __global const ushort *src, const bool ok)
+{
+    const uint dst_addr = (uint)(size_t)dst;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst_addr), "l"((ulong)src), "r"(ok ? 16 : 0));
+}
+static inline void copy_commit(void) { asm volatile("cp.async.commit_group;"); }
+static inline void copy_wait_all(void) { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
 /* exp2 as the single SFU instruction (exp2(-inf) = +0), not the library's denormal-safe sequence. */
 static inline float fast_exp2(float x)
 {
@@ -230,6 +240,13 @@ static inline void ldsm_x4_trans(uint *r, __local const ushort *tile, int off EM
 }
 #define fast_exp2 exp2
 
+static inline void copy16(__local ushort *dst, __global const ushort *src, const bool ok)
+{
+    *(__local uint4 *)dst = ok ? *(__global const uint4 *)src : (uint4)(0u);
+}
+static inline void copy_commit(void) {}
+static inline void copy_wait_all(void) {}
+
 static inline float shfl_xor(float x, uint mask EMU_PARAMS)
 {
     __local float *w = (__local float *)scratch;
@@ -241,6 +258,26 @@ static inline float shfl_xor(float x, uint mask EMU_PARAMS)
 }
 
 #endif /* XFA_MMA_EMULATE */
+
+/* Rows first..first+BC-1 of a K or V view (rows at or past `limit` as zeros) into a local tile.
+ * With 16-byte rows (vec) each work-item moves 16 bytes per step, asynchronously on the GPU
+ * (cp.async: the copy overlaps the tensor-core work until copy_wait_all), else element by element. */
+static inline void load_block(__local ushort *tile, __global const ushort *src, const long4 stride, const int first,
+                              const int limit, const bool vec, const int lid)
+{
+    if (vec) {
+        for (int i = lid; i < BC * (D / 8); i += WG) {
+            const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+            const bool ok = first + r < limit;
+            copy16(tile + r * DP + c, src + (ok ? (long)(first + r) * stride.s1 + c : 0), ok);
+        }
+    } else {
+        for (int i = lid; i < BC * D; i += WG) {
+            const int r = i / D, c = i % D;
+            tile[r * DP + c] = first + r < limit ? src[(long)(first + r) * stride.s1 + c * stride.s3] : (ushort)0;
+        }
+    }
+}
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __global const ushort *v,
@@ -339,33 +376,16 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
                         ((k_stride.s0 | k_stride.s1 | k_stride.s2) & 7) == 0 &&
                         ((v_stride.s0 | v_stride.s1 | v_stride.s2) & 7) == 0;
 
+    /* K_j and V_j stream in while the block before is computed, as in FlashAttention-2: V_j during
+     * S_j = Q K_j^T, K_{j+1} during O += P_j V_j (one K and one V tile, asynchronous copies). */
+    if (key_begin < key_end) load_block(K_tile, k, k_stride, key_begin, key_end, kv_vec, lid);
+    copy_commit();
     for (int col0 = key_begin; col0 < key_end; col0 += BC) {
         const int cols = min(BC, key_end - col0);
-        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the previous block */
-        if (kv_vec) {
-            for (int i = lid; i < BC * (D / 8); i += WG) {
-                const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-                uint4 kx = (uint4)(0u), vx = (uint4)(0u);
-                if (r < cols) {
-                    kx = *(__global const uint4 *)(k + (long)(col0 + r) * k_stride.s1 + c);
-                    vx = *(__global const uint4 *)(v + (long)(col0 + r) * v_stride.s1 + c);
-                }
-                *(__local uint4 *)(K_tile + r * DP + c) = kx;
-                *(__local uint4 *)(V_tile + r * DP + c) = vx;
-            }
-        } else {
-            for (int i = lid; i < BC * D; i += WG) {
-                const int r = i / D, c = i % D;
-                ushort kx = 0, vx = 0;
-                if (r < cols) {
-                    kx = k[(long)(col0 + r) * k_stride.s1 + c * k_stride.s3];
-                    vx = v[(long)(col0 + r) * v_stride.s1 + c * v_stride.s3];
-                }
-                K_tile[r * DP + c] = kx;
-                V_tile[r * DP + c] = vx;
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        copy_wait_all();
+        barrier(CLK_LOCAL_MEM_FENCE); /* K_j is in; every warp is done with V_{j-1} */
+        load_block(V_tile, v, v_stride, col0, key_end, kv_vec, lid);
+        copy_commit();
 
         /* S = Q K^T (raw scores, f32). One ldmatrix gives the B fragments of two k-steps: matrices are
          * keys n*8.. by dims ks*16 + 0, 8, 16, 24 (KSTEPS is even: D is a multiple of 32). */
@@ -438,6 +458,11 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
             acc[n][2] *= alpha[1];
             acc[n][3] *= alpha[1];
         }
+
+        copy_wait_all();
+        barrier(CLK_LOCAL_MEM_FENCE); /* V_j is in; every warp is done with K_j */
+        if (col0 + BC < key_end) load_block(K_tile, k, k_stride, col0 + BC, key_end, kv_vec, lid);
+        copy_commit();
 
         /* O += P V: P's C fragments (n-tiles 2kb, 2kb+1) are the A fragment of keys 16kb..16kb+15.
          * The B fragments come from ldmatrix.trans, two dim tiles per instruction: matrices are keys
