@@ -272,7 +272,7 @@ void main()
         subgroup_sync();
 
         /* O = diag(alpha) O + P V */
-        for (uint i = 0; i < rowidx.length(); i++) {
+        [[unroll]] for (uint i = 0; i < rowidx.length(); i++) {
             const float a = row_scale[sub * 16 + uint(rowidx[i])];
             [[unroll]] for (uint j = 0; j < DT; j++) Om[j][i] *= a;
         }
@@ -291,7 +291,7 @@ void main()
     /* O / l, rounded to f16 through shared memory, then written with the caller's strides. */
     if (tr == 0) row_scale[r] = l_i > 0.0 ? 1.0 / l_i : 0.0;
     barrier(); /* every subgroup is done with K and V; row_scale is written */
-    for (uint i = 0; i < rowidx.length(); i++) {
+    [[unroll]] for (uint i = 0; i < rowidx.length(); i++) {
         const float a = row_scale[sub * 16 + uint(rowidx[i])];
         [[unroll]] for (uint j = 0; j < DT; j++) Om[j][i] *= a;
     }
