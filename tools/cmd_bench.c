@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cli.h"
+#include "cli_timer.h"
 
 
 #include <stdio.h>
@@ -103,11 +104,13 @@ int cli_bench(const cli_options *o)
     const int64_t heads_kv = o->heads_kv;
 
     if (o->csv) printf("backend,device,path,dtype,head_dim,causal,batch,seqlen,heads,median_ms,min_ms,tflops,gbps\n");
-    else if (o->json) printf("{\"backend\":\"%s\",\"device\":\"%s\",\"path\":\"%s\",\"results\":[", xfa_backend_name(info.backend), info.name, info.path);
+    else if (o->json)
+        printf("{\"backend\":\"%s\",\"device\":\"%s\",\"path\":\"%s\",\"timing\":\"%s\",\"results\":[",
+               xfa_backend_name(info.backend), info.name, info.path, cli_timer_method(ctx));
     else {
-        printf("xfa bench: %s on %s (%s path), %s, D=%lld, %s, %lld tokens, %d warm-up + %d timed calls\n",
+        printf("xfa bench: %s on %s (%s path), %s, D=%lld, %s, %lld tokens, %d warm-up + %d timed calls (%s)\n",
                xfa_backend_name(info.backend), info.name, path, xfa_dtype_name(o->dtype), (long long)o->dim,
-               o->causal ? "causal" : "non-causal", (long long)tokens, o->warmup, o->iters);
+               o->causal ? "causal" : "non-causal", (long long)tokens, o->warmup, o->iters, cli_timer_method(ctx));
         printf("%8s %6s %6s %12s %12s %10s %10s\n", "seqlen", "batch", "heads", "median ms", "min ms", "TFLOP/s", "GB/s");
     }
     /* GQA and windows change the work: the CSV's path says so after a '+' (TFLOP/s count visible pairs only) */
