@@ -11,6 +11,7 @@
  */
 #include "cuda_internal.h"
 
+#include "backward_config.h"
 #include "backward_launch.h"
 
 #include <string.h>
@@ -33,6 +34,52 @@ static const xfa_tile_layout generic_backward_layout = {
     .bc_max = 64,
     .threads_per_row = XFA_CUDA_BACKWARD_THREADS_PER_ROW,
 };
+
+/* The tensor-core kernels' tiles (cuda/backward_config.h) as layouts for the shared plan, each Br and
+ * Bc its own multiple and maximum: the plan is that tile when it fits M and fails otherwise (then
+ * the generic kernels run). dK/dV kernel: K, V resident (Bc rows), Q, dO and their lse, D_i in two
+ * stages (Br rows). dQ kernel: Q, dO resident (Br rows), K, V in two stages (Bc rows). */
+static xfa_tile_layout mma_kv_layout(uint32_t d)
+{
+    (void)d; /* the tiles' macros take d even where they do not depend on it yet */
+    const xfa_tile_layout layout = {
+        .path = "mma.sync-backward",
+        .q_elem_bytes = 2 * 2 * 2,
+        .kv_elem_bytes = 2,
+        .s_elem_bytes = 0,
+        .o_elem_bytes = 0,
+        .row_pad = XFA_BWD_PAD,
+        .stages = 1,
+        .row_state_bytes = 2 * 2 * 4,
+        .br_multiple = XFA_BWD_KV_BR(d),
+        .bc_multiple = XFA_BWD_KV_BC(d),
+        .br_max = XFA_BWD_KV_BR(d),
+        .bc_max = XFA_BWD_KV_BC(d),
+        .threads_per_row = XFA_BWD_KV_WARPS(d) * 32 / XFA_BWD_KV_BR(d),
+    };
+    return layout;
+}
+
+static xfa_tile_layout mma_q_layout(uint32_t d)
+{
+    (void)d;
+    const xfa_tile_layout layout = {
+        .path = "mma.sync-backward",
+        .q_elem_bytes = 2 * 2,
+        .kv_elem_bytes = 2,
+        .s_elem_bytes = 0,
+        .o_elem_bytes = 0,
+        .row_pad = XFA_BWD_PAD,
+        .stages = 2,
+        .row_state_bytes = 0,
+        .br_multiple = XFA_BWD_Q_BR(d),
+        .bc_multiple = XFA_BWD_Q_BC(d),
+        .br_max = XFA_BWD_Q_BR(d),
+        .bc_max = XFA_BWD_Q_BC(d),
+        .threads_per_row = XFA_BWD_Q_WARPS(d) * 32 / XFA_BWD_Q_BR(d),
+    };
+    return layout;
+}
 
 static void *view_ptr(const xfa_tensor *t) { return (char *)t->buffer->impl + t->buffer->native_offset + t->offset; }
 
@@ -150,11 +197,15 @@ static xfa_cuda_result (*mma_launcher(const cuda_context *cu, const xfa_backward
     const xfa_tensor *views[8] = {&f->q, &f->k, &f->v, &f->o, &a->d_o, &a->dq, &a->dk, &a->dv};
     for (int i = 0; i < 8; i++)
         if (!tensor_view_ok(views[i])) return NULL;
-    switch (f->head_dim) {
-    case 64: return xfa_cuda_backward_mma_d64;
-    case 128: return xfa_cuda_backward_mma_d128;
-    default: return NULL;
-    }
+    if (f->head_dim != 64 && f->head_dim != 128) return NULL;
+    /* Both kernels' tiles must fit this device's shared memory (not so on sm_86/89 at d = 128). */
+    const xfa_tile_layout kv = mma_kv_layout((uint32_t)f->head_dim), q = mma_q_layout((uint32_t)f->head_dim);
+    xfa_plan plan;
+    char msg[XFA_MESSAGE_SIZE];
+    if (xfa_plan_make(&cu->limits, &kv, (uint32_t)f->head_dim, f->dtype, &plan, msg) ||
+        xfa_plan_make(&cu->limits, &q, (uint32_t)f->head_dim, f->dtype, &plan, msg))
+        return NULL;
+    return f->head_dim == 64 ? xfa_cuda_backward_mma_d64 : xfa_cuda_backward_mma_d128;
 }
 
 /* Br, Bc of the generic kernels: the backward layout's plan, no larger than the call's plan (so a
