@@ -114,13 +114,13 @@ __device__ __forceinline__ void store_row(T *row, const float (*acc)[4], int hr,
 
 template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_body(const xfa_cuda_backward &p)
 {
-    constexpr int WARPS = XFA_BWD_KV_WARPS(D), THREADS = WARPS * 32;
+    constexpr int WARPS = XFA_BWD_KV_WARPS(D), MT = XFA_BWD_KV_MT(D), THREADS = WARPS * 32;
     constexpr int Bc = XFA_BWD_KV_BC(D), Br = XFA_BWD_KV_BR(D), ROW = D + XFA_BWD_PAD;
     constexpr int NQ = Br / 8;  /* n8 tiles of Sᵀ: query columns */
     constexpr int DT = D / 8;   /* n8 tiles of dK, dV */
     constexpr int KD = D / 16;  /* k16 steps over the head dim */
-    constexpr bool KV_IN_REGS = D <= 64;
-    static_assert(Bc == WARPS * 16 && Br % 16 == 0 && D % 16 == 0, "tile shape");
+    constexpr bool KV_IN_REGS = D * MT <= 64;
+    static_assert(Bc == WARPS * 16 * MT && Br % 16 == 0 && D % 16 == 0, "tile shape");
 
     extern __shared__ __align__(16) unsigned char smem[];
     T *K_tile = reinterpret_cast<T *>(smem);
@@ -133,7 +133,7 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_bod
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane >> 2, t = lane & 3;
     const int hk = blockIdx.y, b = blockIdx.z;
-    const int col0 = blockIdx.x * Bc, warp_key0 = col0 + warp * 16;
+    const int col0 = blockIdx.x * Bc, warp_key0 = col0 + warp * 16 * MT;
     const int seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k, diag = seqlen_k - seqlen_q;
     const int group = p.heads_q / p.heads_kv;
 
@@ -163,22 +163,26 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_bod
     if (n_steps > 0) load_step(0, 0);
     cp_async_commit();
 
-    float dk_acc[DT][4], dv_acc[DT][4];
+    float dk_acc[MT][DT][4], dv_acc[MT][DT][4];
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) dk_acc[dt][e] = dv_acc[dt][e] = 0.0f;
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dk_acc[mt][dt][e] = dv_acc[mt][dt][e] = 0.0f;
 
-    /* At D <= 64 the warp's K and V fragments stay in registers for the whole block. */
-    uint32_t k_frag[KV_IN_REGS ? KD : 1][4], v_frag[KV_IN_REGS ? KD : 1][4];
+    /* Where they fit, the warp's K and V fragments stay in registers for the whole block. */
+    uint32_t k_frag[KV_IN_REGS ? MT : 1][KV_IN_REGS ? KD : 1][4], v_frag[KV_IN_REGS ? MT : 1][KV_IN_REGS ? KD : 1][4];
     if constexpr (KV_IN_REGS) {
         cp_async_wait_all();
         __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < KD; ++kk) {
-            load_a<ROW>(k_frag[kk], K_tile, warp * 16, kk * 16, lane);
-            load_a<ROW>(v_frag[kk], V_tile, warp * 16, kk * 16, lane);
-        }
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < KD; ++kk) {
+                load_a<ROW>(k_frag[mt][kk], K_tile, (warp * MT + mt) * 16, kk * 16, lane);
+                load_a<ROW>(v_frag[mt][kk], V_tile, (warp * MT + mt) * 16, kk * 16, lane);
+            }
     }
     const float scale_log2 = p.scale * LOG2E;
 
@@ -192,63 +196,85 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_bod
         const float *lse_c = lse_s + s * Br, *D_c = D_s + s * Br;
         const int q0 = row_begin + it % q_blocks * Br;
 
-        float st[NQ][4], dpt[NQ][4];
+        float st[MT][NQ][4], dpt[MT][NQ][4];
 #pragma unroll
-        for (int nt = 0; nt < NQ; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.0f;
+            for (int nt = 0; nt < NQ; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) st[mt][nt][e] = dpt[mt][nt][e] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KD; ++kk) {
-            uint32_t a_k[4], a_v[4];
-            if constexpr (KV_IN_REGS) {
+            uint32_t a_k[MT][4], a_v[MT][4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    a_k[e] = k_frag[KV_IN_REGS ? kk : 0][e];
-                    a_v[e] = v_frag[KV_IN_REGS ? kk : 0][e];
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (KV_IN_REGS) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        a_k[mt][e] = k_frag[KV_IN_REGS ? mt : 0][KV_IN_REGS ? kk : 0][e];
+                        a_v[mt][e] = v_frag[KV_IN_REGS ? mt : 0][KV_IN_REGS ? kk : 0][e];
+                    }
+                } else {
+                    load_a<ROW>(a_k[mt], K_tile, (warp * MT + mt) * 16, kk * 16, lane);
+                    load_a<ROW>(a_v[mt], V_tile, (warp * MT + mt) * 16, kk * 16, lane);
                 }
-            } else {
-                load_a<ROW>(a_k, K_tile, warp * 16, kk * 16, lane);
-                load_a<ROW>(a_v, V_tile, warp * 16, kk * 16, lane);
             }
 #pragma unroll
             for (int np = 0; np < NQ / 2; ++np) {
                 uint32_t bq[4], bo[4];
                 load_b<ROW>(bq, Qs, np * 16, kk * 16, lane);
-                mma_16816<T>(st[2 * np], a_k, bq[0], bq[1]);
-                mma_16816<T>(st[2 * np + 1], a_k, bq[2], bq[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(st[mt][2 * np], a_k[mt], bq[0], bq[1]);
+                    mma_16816<T>(st[mt][2 * np + 1], a_k[mt], bq[2], bq[3]);
+                }
                 load_b<ROW>(bo, dOs, np * 16, kk * 16, lane);
-                mma_16816<T>(dpt[2 * np], a_v, bo[0], bo[1]);
-                mma_16816<T>(dpt[2 * np + 1], a_v, bo[2], bo[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(dpt[mt][2 * np], a_v[mt], bo[0], bo[1]);
+                    mma_16816<T>(dpt[mt][2 * np + 1], a_v[mt], bo[2], bo[3]);
+                }
             }
         }
 
         /* Pᵀ and dSᵀ in place; the causal test only where this warp's keys cross the block's diagonal. */
-        const bool crosses = CAUSAL && warp_key0 + 15 > q0 + diag;
+        const bool crosses = CAUSAL && warp_key0 + 16 * MT - 1 > q0 + diag;
 #pragma unroll
-        for (int nt = 0; nt < NQ; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = nt * 8 + 2 * t + (e & 1);
-                float pr = ex2_approx(fmaf(st[nt][e], scale_log2, -lse_c[col]));
-                if (crosses && warp_key0 + g + (e >> 1) * 8 > q0 + col + diag) pr = 0.0f;
-                dpt[nt][e] = pr * (dpt[nt][e] - D_c[col]);
-                st[nt][e] = pr;
-            }
+            for (int nt = 0; nt < NQ; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = nt * 8 + 2 * t + (e & 1);
+                    float pr = ex2_approx(fmaf(st[mt][nt][e], scale_log2, -lse_c[col]));
+                    if (crosses && warp_key0 + mt * 16 + g + (e >> 1) * 8 > q0 + col + diag) pr = 0.0f;
+                    dpt[mt][nt][e] = pr * (dpt[mt][nt][e] - D_c[col]);
+                    st[mt][nt][e] = pr;
+                }
 
 #pragma unroll
         for (int kk = 0; kk < Br / 16; ++kk) {
-            uint32_t a_p[4], a_ds[4];
-            c_to_a<T>(a_p, st[2 * kk], st[2 * kk + 1]);
-            c_to_a<T>(a_ds, dpt[2 * kk], dpt[2 * kk + 1]);
+            uint32_t a_p[MT][4], a_ds[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                c_to_a<T>(a_p[mt], st[mt][2 * kk], st[mt][2 * kk + 1]);
+                c_to_a<T>(a_ds[mt], dpt[mt][2 * kk], dpt[mt][2 * kk + 1]);
+            }
 #pragma unroll
             for (int dp = 0; dp < D / 16; ++dp) {
                 uint32_t bo[4], bq[4];
                 load_b_trans<ROW>(bo, dOs, kk * 16, dp * 16, lane);
-                mma_16816<T>(dv_acc[2 * dp], a_p, bo[0], bo[1]);
-                mma_16816<T>(dv_acc[2 * dp + 1], a_p, bo[2], bo[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(dv_acc[mt][2 * dp], a_p[mt], bo[0], bo[1]);
+                    mma_16816<T>(dv_acc[mt][2 * dp + 1], a_p[mt], bo[2], bo[3]);
+                }
                 load_b_trans<ROW>(bq, Qs, kk * 16, dp * 16, lane);
-                mma_16816<T>(dk_acc[2 * dp], a_ds, bq[0], bq[1]);
-                mma_16816<T>(dk_acc[2 * dp + 1], a_ds, bq[2], bq[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(dk_acc[mt][2 * dp], a_ds[mt], bq[0], bq[1]);
+                    mma_16816<T>(dk_acc[mt][2 * dp + 1], a_ds[mt], bq[2], bq[3]);
+                }
             }
         }
     }
@@ -257,23 +283,25 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_bod
     T *dk = static_cast<T *>(p.dk) + b * p.dk_stride[0] + hk * p.dk_stride[2];
     T *dv = static_cast<T *>(p.dv) + b * p.dv_stride[0] + hk * p.dv_stride[2];
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const int key = warp_key0 + g + hr * 8;
-        if (key >= seqlen_k) continue;
-        store_row<DT>(dk + (int64_t)key * p.dk_stride[1], dk_acc, hr, p.scale, t);
-        store_row<DT>(dv + (int64_t)key * p.dv_stride[1], dv_acc, hr, 1.0f, t);
-    }
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int key = warp_key0 + mt * 16 + g + hr * 8;
+            if (key >= seqlen_k) continue;
+            store_row<DT>(dk + (int64_t)key * p.dk_stride[1], dk_acc[mt], hr, p.scale, t);
+            store_row<DT>(dv + (int64_t)key * p.dv_stride[1], dv_acc[mt], hr, 1.0f, t);
+        }
 }
 
 template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body(const xfa_cuda_backward &p)
 {
-    constexpr int WARPS = XFA_BWD_Q_WARPS(D), THREADS = WARPS * 32;
+    constexpr int WARPS = XFA_BWD_Q_WARPS(D), MT = XFA_BWD_Q_MT(D), THREADS = WARPS * 32;
     constexpr int Br = XFA_BWD_Q_BR(D), Bc = XFA_BWD_Q_BC(D), ROW = D + XFA_BWD_PAD;
     constexpr int NK = Bc / 8;  /* n8 tiles of S: key columns */
     constexpr int DT = D / 8;   /* n8 tiles of dQ */
     constexpr int KD = D / 16;  /* k16 steps over the head dim */
-    constexpr bool Q_IN_REGS = D <= 64;
-    static_assert(Br == WARPS * 16 && Bc % 16 == 0 && D % 16 == 0, "tile shape");
+    constexpr bool Q_IN_REGS = D * MT <= 64;
+    static_assert(Br == WARPS * 16 * MT && Bc % 16 == 0 && D % 16 == 0, "tile shape");
 
     extern __shared__ __align__(16) unsigned char smem[];
     T *Q_tile = reinterpret_cast<T *>(smem);
@@ -287,7 +315,7 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body
     const int q_block = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z;
     const int hk = h / (p.heads_q / p.heads_kv);
-    const int row0 = q_block * Br, warp_row0 = row0 + warp * 16;
+    const int row0 = q_block * Br, warp_row0 = row0 + warp * 16 * MT;
     const int seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k, diag = seqlen_k - seqlen_q;
 
     int key_end = seqlen_k;
@@ -306,28 +334,34 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body
     }
     cp_async_commit();
 
-    /* This thread's rows: g and g + 8 of the warp's 16. */
-    float lse2[2], D_i[2];
+    /* This thread's rows: g and g + 8 of each of the warp's m16 tiles. */
+    float lse2[MT][2], D_i[MT][2];
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        lse2[hr] = lse_log2(p, b, h, warp_row0 + g + hr * 8);
-        D_i[hr] = delta_of(p, b, h, warp_row0 + g + hr * 8);
-    }
-    float dq_acc[DT][4];
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
+        for (int hr = 0; hr < 2; ++hr) {
+            lse2[mt][hr] = lse_log2(p, b, h, warp_row0 + mt * 16 + g + hr * 8);
+            D_i[mt][hr] = delta_of(p, b, h, warp_row0 + mt * 16 + g + hr * 8);
+        }
+    float dq_acc[MT][DT][4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) dq_acc[dt][e] = 0.0f;
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dq_acc[mt][dt][e] = 0.0f;
 
-    uint32_t q_frag[Q_IN_REGS ? KD : 1][4], do_frag[Q_IN_REGS ? KD : 1][4];
+    uint32_t q_frag[Q_IN_REGS ? MT : 1][Q_IN_REGS ? KD : 1][4], do_frag[Q_IN_REGS ? MT : 1][Q_IN_REGS ? KD : 1][4];
     if constexpr (Q_IN_REGS) {
         cp_async_wait_all();
         __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < KD; ++kk) {
-            load_a<ROW>(q_frag[kk], Q_tile, warp * 16, kk * 16, lane);
-            load_a<ROW>(do_frag[kk], dO_tile, warp * 16, kk * 16, lane);
-        }
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < KD; ++kk) {
+                load_a<ROW>(q_frag[mt][kk], Q_tile, (warp * MT + mt) * 16, kk * 16, lane);
+                load_a<ROW>(do_frag[mt][kk], dO_tile, (warp * MT + mt) * 16, kk * 16, lane);
+            }
     }
     const float scale_log2 = p.scale * LOG2E;
 
@@ -342,61 +376,78 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body
         cp_async_commit();
         const T *Ks = K_tile + s * Bc * ROW, *Vs = V_tile + s * Bc * ROW;
 
-        float sc[NK][4], dp[NK][4];
+        float sc[MT][NK][4], dp[MT][NK][4];
 #pragma unroll
-        for (int nt = 0; nt < NK; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) sc[nt][e] = dp[nt][e] = 0.0f;
+            for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sc[mt][nt][e] = dp[mt][nt][e] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KD; ++kk) {
-            uint32_t a_q[4], a_do[4];
-            if constexpr (Q_IN_REGS) {
+            uint32_t a_q[MT][4], a_do[MT][4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    a_q[e] = q_frag[Q_IN_REGS ? kk : 0][e];
-                    a_do[e] = do_frag[Q_IN_REGS ? kk : 0][e];
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (Q_IN_REGS) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        a_q[mt][e] = q_frag[Q_IN_REGS ? mt : 0][Q_IN_REGS ? kk : 0][e];
+                        a_do[mt][e] = do_frag[Q_IN_REGS ? mt : 0][Q_IN_REGS ? kk : 0][e];
+                    }
+                } else {
+                    load_a<ROW>(a_q[mt], Q_tile, (warp * MT + mt) * 16, kk * 16, lane);
+                    load_a<ROW>(a_do[mt], dO_tile, (warp * MT + mt) * 16, kk * 16, lane);
                 }
-            } else {
-                load_a<ROW>(a_q, Q_tile, warp * 16, kk * 16, lane);
-                load_a<ROW>(a_do, dO_tile, warp * 16, kk * 16, lane);
             }
 #pragma unroll
             for (int np = 0; np < NK / 2; ++np) {
                 uint32_t bk[4], bv[4];
                 load_b<ROW>(bk, Ks, np * 16, kk * 16, lane);
-                mma_16816<T>(sc[2 * np], a_q, bk[0], bk[1]);
-                mma_16816<T>(sc[2 * np + 1], a_q, bk[2], bk[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(sc[mt][2 * np], a_q[mt], bk[0], bk[1]);
+                    mma_16816<T>(sc[mt][2 * np + 1], a_q[mt], bk[2], bk[3]);
+                }
                 load_b<ROW>(bv, Vs, np * 16, kk * 16, lane);
-                mma_16816<T>(dp[2 * np], a_do, bv[0], bv[1]);
-                mma_16816<T>(dp[2 * np + 1], a_do, bv[2], bv[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(dp[mt][2 * np], a_do[mt], bv[0], bv[1]);
+                    mma_16816<T>(dp[mt][2 * np + 1], a_do[mt], bv[2], bv[3]);
+                }
             }
         }
 
         /* dS in place of S; masks only where the block crosses the end of K or this warp's diagonal. */
         const bool masked = col0 + Bc > seqlen_k || (CAUSAL && col0 + Bc - 1 > warp_row0 + diag);
 #pragma unroll
-        for (int nt = 0; nt < NK; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int hr = e >> 1;
-                float pr = ex2_approx(fmaf(sc[nt][e], scale_log2, -lse2[hr]));
-                if (masked) {
-                    const int key = col0 + nt * 8 + 2 * t + (e & 1), row = warp_row0 + g + hr * 8;
-                    if (key >= seqlen_k || (CAUSAL && key > row + diag)) pr = 0.0f;
+            for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int hr = e >> 1;
+                    float pr = ex2_approx(fmaf(sc[mt][nt][e], scale_log2, -lse2[mt][hr]));
+                    if (masked) {
+                        const int key = col0 + nt * 8 + 2 * t + (e & 1), row = warp_row0 + mt * 16 + g + hr * 8;
+                        if (key >= seqlen_k || (CAUSAL && key > row + diag)) pr = 0.0f;
+                    }
+                    sc[mt][nt][e] = pr * (dp[mt][nt][e] - D_i[mt][hr]);
                 }
-                sc[nt][e] = pr * (dp[nt][e] - D_i[hr]);
-            }
 
 #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
-            uint32_t a_ds[4];
-            c_to_a<T>(a_ds, sc[2 * kk], sc[2 * kk + 1]);
+            uint32_t a_ds[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) c_to_a<T>(a_ds[mt], sc[mt][2 * kk], sc[mt][2 * kk + 1]);
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 uint32_t bk[4];
                 load_b_trans<ROW>(bk, Ks, kk * 16, dd * 16, lane);
-                mma_16816<T>(dq_acc[2 * dd], a_ds, bk[0], bk[1]);
-                mma_16816<T>(dq_acc[2 * dd + 1], a_ds, bk[2], bk[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(dq_acc[mt][2 * dd], a_ds[mt], bk[0], bk[1]);
+                    mma_16816<T>(dq_acc[mt][2 * dd + 1], a_ds[mt], bk[2], bk[3]);
+                }
             }
         }
     }
@@ -404,10 +455,12 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body
 
     T *dq = static_cast<T *>(p.dq) + b * p.dq_stride[0] + h * p.dq_stride[2];
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const int row = warp_row0 + g + hr * 8;
-        if (row < seqlen_q) store_row<DT>(dq + (int64_t)row * p.dq_stride[1], dq_acc, hr, p.scale, t);
-    }
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = warp_row0 + mt * 16 + g + hr * 8;
+            if (row < seqlen_q) store_row<DT>(dq + (int64_t)row * p.dq_stride[1], dq_acc[mt], hr, p.scale, t);
+        }
 }
 
 /* sm_86/89 (99 KiB of shared memory) never get these tiles planned: no code for them there. */
