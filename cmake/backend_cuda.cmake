@@ -44,6 +44,12 @@ set(xfa_cuda_kernels
   ${PROJECT_SOURCE_DIR}/cuda/mma_d128.cu
   ${PROJECT_SOURCE_DIR}/cuda/mma_d192.cu
   ${PROJECT_SOURCE_DIR}/cuda/mma_d256.cu)
+# The backward pass: generic kernels, the tensor-core ones per head dim, the host slot.
+list(APPEND xfa_cuda_kernels
+  ${PROJECT_SOURCE_DIR}/cuda/backward.cu
+  ${PROJECT_SOURCE_DIR}/cuda/backward_mma_d64.cu
+  ${PROJECT_SOURCE_DIR}/cuda/backward_mma_d128.cu
+  ${PROJECT_SOURCE_DIR}/src/host/cuda_backward.c)
 target_sources(xfa PRIVATE
   ${PROJECT_SOURCE_DIR}/src/host/cuda_backend.c
   ${PROJECT_SOURCE_DIR}/src/host/cuda_device.c

@@ -63,6 +63,7 @@ void xfa_cuda_context_free(cuda_context *cu)
 {
     if (!cu) return;
     if (cudaSetDevice(cu->device) == cudaSuccess) {
+        xfa_cuda_backward_release(cu);
         cudaStreamSynchronize(cu->stream);
         if (cu->own_stream && cu->stream) cudaStreamDestroy(cu->stream);
     }
@@ -342,4 +343,5 @@ const xfa_backend_ops xfa_cuda_backend = {
     .buffer_download = cuda_buffer_download,
     .forward = cuda_forward,
     .synchronize = cuda_synchronize,
+    .backward = xfa_cuda_backward_enqueue,
 };

@@ -114,6 +114,7 @@ xfa_status xfa_cuda_describe(int device, xfa_device_info *info, char *msg)
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
                      XFA_FEATURE_ENGINE_HANDLES;
     info->features |= XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI | XFA_FEATURE_BIAS | XFA_FEATURE_VARLEN;
+    info->features |= XFA_FEATURE_BACKWARD; /* cuda_backward.c */
     /* The path f16/bf16 take (f32 always runs the generic kernel). */
     const char *path = !xfa_cuda_mma_available(prop.major)                  ? "generic"
                        : prop.major == 9 && xfa_cuda_sm90_built() ? "wgmma"
