@@ -111,6 +111,22 @@ if [ "$WHAT" != tests ]; then
     done
     python3 bench/table.py "$fcsv" > "$OUT/bench_features_table.md" 2>> "$LOGS/summary.txt"
 
+    # The backward pass alone (TFLOP/s at 2.5x the forward's FLOPs) beside SDPA flash and cuDNN via autograd.
+    bcsv="$OUT/bench_backward.csv"
+    head -1 "$csv" > "$bcsv"
+    for entry in $BACKENDS; do
+        be=${entry%%:*} idx=${entry##*:}
+        for dtype in $dtypes; do for d in $dims; do for causal in "" --causal; do
+            timeout -k 5 300 "$B/tools/xfa" bench --backward --backend "$be" --device "$idx" --dtype "$dtype" --dim "$d" \
+                $causal --seqlens "$seqlens" --tokens 16384 --iters "$iters" --csv 2>> "$LOGS/bench_backward_$be.log" |
+                tail -n +2 >> "$bcsv"
+        done; done; done
+    done
+    PYTHONUNBUFFERED=1 timeout -k 5 600 python3 bench/peers.py --backward --peers flash,cudnn --dtypes "${dtypes// /,}" \
+        --dims "${dims// /,}" --seqlens "$seqlens" --iters "$iters" 2>> "$LOGS/peers.log" | tail -n +2 >> "$bcsv"
+    echo "backward: $(($(wc -l < "$bcsv") - 1)) points" | tee -a "$LOGS/summary.txt"
+    python3 bench/table.py "$bcsv" > "$OUT/bench_backward_table.md" 2>> "$LOGS/summary.txt"
+
     # Decoding: one new token against a KV cache, 32 query / 8 KV heads, D=128, fp16; GB/s of K and V.
     if [ -n "$QUICK" ]; then batches=1,8 caches=1024,32768; else batches=1,8,32 caches=1024,8192,32768,131072; fi
     dcsv="$OUT/bench_decode.csv"
@@ -126,5 +142,5 @@ if [ "$WHAT" != tests ]; then
     echo "decode: $(($(wc -l < "$dcsv") - 1)) points" | tee -a "$LOGS/summary.txt"
     python3 bench/table.py --metric gbps "$dcsv" > "$OUT/bench_decode_table.md" 2>> "$LOGS/summary.txt"
     python3 bench/plot.py "$OUT/bench.png" "$csv" >> "$LOGS/plot.log" 2>&1 || echo "plot failed" >> "$LOGS/summary.txt"
-    cat "$OUT/bench_table.md" "$OUT/bench_features_table.md" "$OUT/bench_decode_table.md"
+    cat "$OUT/bench_table.md" "$OUT/bench_features_table.md" "$OUT/bench_backward_table.md" "$OUT/bench_decode_table.md"
 fi

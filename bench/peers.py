@@ -3,11 +3,16 @@
 
     python3 bench/peers.py [--dtypes f16,bf16] [--dims 64,128] [--seqlens 1024,...,16384]
                            [--tokens 16384] [--peers flash,cudnn,math] [--iters 10]
+    python3 bench/peers.py --backward [same options]
     python3 bench/peers.py --decode [--batches 1,8,32] [--caches 1024,...,131072] [--heads 32 --heads-kv 8]
 
 --decode times one new token per sequence against a KV cache (q: B x Hq x 1 x D, K/V: B x Hkv x L x D,
 SDPA's enable_gqa), as `xfa bench-decode` does: seqlen = cache length, gbps = K and V bytes read / time;
 a `copy` row gives the device-to-device copy bandwidth of the same run (bytes read + written / time).
+
+--backward times the backward pass alone, as `xfa bench --backward` does: one forward call, then
+torch.autograd.grad of its output with a random dO (retain_graph), i.e. the backend's own backward
+kernel; TFLOP/s counts 2.5x the forward's FLOPs, the path column ends in "+backward".
 
 Shapes as xfa bench: batch = tokens / N, heads = 2048 / D, causal and not. Each point: two warm-up
 calls, then `iters` calls timed with CUDA events; the median and minimum are reported. TFLOP/s
@@ -35,13 +40,18 @@ def csv_list(text, kind=int):
     return [kind(x) for x in text.split(",") if x]
 
 
-def time_point(peer, dtype, d, n, tokens, causal, iters):
+def time_point(peer, dtype, d, n, tokens, causal, iters, backward=False):
     b, h = max(tokens // n, 1), max(2048 // d, 1)
-    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=DTYPES[dtype]) for _ in range(3))
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=DTYPES[dtype], requires_grad=backward) for _ in range(3))
     with sdpa_kernel(PEERS[peer]):
-        median, best = time_calls(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), iters)
-    flops = 4.0 * b * h * n * n * d / (2 if causal else 1)
-    moved = 4 * b * h * n * d * q.element_size()
+        if backward:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            d_o = torch.randn_like(out)
+            median, best = time_calls(lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True), iters)
+        else:
+            median, best = time_calls(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), iters)
+    flops = 4.0 * b * h * n * n * d / (2 if causal else 1) * (2.5 if backward else 1)
+    moved = (8 if backward else 4) * b * h * n * d * q.element_size()
     return b, h, median, best, flops / (median * 1e-3) * 1e-12, moved / (median * 1e-3) * 1e-9
 
 
@@ -101,6 +111,7 @@ def main():
     ap.add_argument("--peers", default="flash,cudnn,math")
     ap.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--backward", action="store_true", help="time the backward pass alone (2.5x the forward's FLOPs)")
     ap.add_argument("--decode", action="store_true", help="time decoding against a KV cache instead")
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--caches", default="1024,8192,32768,131072")
@@ -120,13 +131,14 @@ def main():
                 for causal in csv_list(a.causal):
                     for n in csv_list(a.seqlens):
                         try:
-                            b, h, med, best, tflops, gbps = time_point(peer, dtype, d, n, a.tokens, bool(causal), a.iters)
+                            b, h, med, best, tflops, gbps = time_point(peer, dtype, d, n, a.tokens, bool(causal), a.iters,
+                                                                       a.backward)
                         except Exception as e:  # out of memory, no kernel for this shape/dtype
                             print(f"peers: sdpa_{peer} {dtype} D={d} N={n} causal={causal}: {type(e).__name__}: "
                                   f"{str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
                             torch.cuda.empty_cache()
                             continue
-                        print(f"sdpa_{peer},\"{device}\",torch-{torch.__version__},{dtype},{d},{causal},{b},{n},{h},"
+                        print(f"sdpa_{peer},\"{device}\",torch-{torch.__version__}{'+backward' if a.backward else ''},{dtype},{d},{causal},{b},{n},{h},"
                               f"{med:.4f},{best:.4f},{tflops:.3f},{gbps:.2f}", flush=True)
                         torch.cuda.empty_cache()  # the math backend's N x N scores otherwise pile up
 

@@ -36,6 +36,14 @@
  * Build options: -DD= -DBR= -DBC= -DPAD= -DTHREADS_PER_ROW=2 -DXFA_DTYPE_F16|BF16 [-DXFA_MMA_EMULATE]
  */
 
+/* Full unrolling keeps the fragment arrays in registers on the GPU; the emulated build (tests
+ * only) stays rolled, which compiles many times faster. */
+#ifdef XFA_MMA_EMULATE
+#define UNROLL
+#else
+#define UNROLL _Pragma("unroll")
+#endif
+
 #define DP (D + PAD)
 #define WARPS (BR / 16)
 #define WG (WARPS * 32)
@@ -93,6 +101,45 @@ static inline void mma_16816(float *c, const uint *a, uint b0, uint b1)
     c[1] = d1;
     c[2] = d2;
     c[3] = d3;
+}
+
+/* Four 8x8 matrices of 16-bit elements from local memory: lane l gives the address of row l % 8 of
+ * matrix l / 8 (tile + off); r[i] gets row lane / 4, elements 2 (lane % 4) and the next, of matrix
+ * i. One instruction instead of eight 16-bit loads, and conflict-free on the padded rows. The
+ * shared-space address of a __local pointer is its integer value. */
+static inline void ldsm_x4(uint *r, __local const ushort *tile, int off)
+{
+    const uint addr = (uint)(size_t)(tile + off);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* The same, transposed: r[i] gets column lane / 4, rows 2 (lane % 4) and the next, of matrix i. */
+static inline void ldsm_x4_trans(uint *r, __local const ushort *tile, int off)
+{
+    const uint addr = (uint)(size_t)(tile + off);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* 16 bytes global -> local without passing through registers (zeros when !ok); completes by
+ * copy_wait_all. The integer value of a __global pointer is its global address. */
+static inline void copy16(__local ushort *dst, __global const ushort *src, const bool ok)
+{
+    const uint dst_addr = (uint)(size_t)dst;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst_addr), "l"((ulong)src), "r"(ok ? 16 : 0));
+}
+static inline void copy_commit(void) { asm volatile("cp.async.commit_group;"); }
+static inline void copy_wait_all(void) { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+/* exp2 as the single SFU instruction (exp2(-inf) = +0), not the library's denormal-safe sequence. */
+static inline float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 /* x from the lane whose index differs from this one's by `mask` (butterfly). */
@@ -165,6 +212,41 @@ static inline void mma_16816(float *c, const uint *a, uint b0, uint b1 EMU_PARAM
     for (int e = 0; e < 4; e++) c[e] = d[e];
 }
 
+/* ldmatrix: each lane posts its row offset, then reads the rows the PTX layout hands it. */
+static inline void ldsm_x4_emulated(uint *r, __local const ushort *tile, int off, __local uint *scratch, const int lane,
+                                    const int trans)
+{
+    scratch[lane] = (uint)off;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int g = lane / 4, tq = lane % 4;
+    for (int i = 0; i < 4; i++) {
+        if (trans) {
+            const int row0 = (int)scratch[i * 8 + 2 * tq], row1 = (int)scratch[i * 8 + 2 * tq + 1];
+            r[i] = (uint)tile[row0 + g] | ((uint)tile[row1 + g] << 16);
+        } else {
+            const int row = (int)scratch[i * 8 + g];
+            r[i] = (uint)tile[row + 2 * tq] | ((uint)tile[row + 2 * tq + 1] << 16);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+static inline void ldsm_x4(uint *r, __local const ushort *tile, int off EMU_PARAMS)
+{
+    ldsm_x4_emulated(r, tile, off, scratch, lane, 0);
+}
+static inline void ldsm_x4_trans(uint *r, __local const ushort *tile, int off EMU_PARAMS)
+{
+    ldsm_x4_emulated(r, tile, off, scratch, lane, 1);
+}
+#define fast_exp2 exp2
+
+static inline void copy16(__local ushort *dst, __global const ushort *src, const bool ok)
+{
+    *(__local uint4 *)dst = ok ? *(__global const uint4 *)src : (uint4)(0u);
+}
+static inline void copy_commit(void) {}
+static inline void copy_wait_all(void) {}
+
 static inline float shfl_xor(float x, uint mask EMU_PARAMS)
 {
     __local float *w = (__local float *)scratch;
@@ -177,8 +259,25 @@ static inline float shfl_xor(float x, uint mask EMU_PARAMS)
 
 #endif /* XFA_MMA_EMULATE */
 
-/* Reads two neighbouring 16-bit elements of a local tile (the lower one at an even index) as a word. */
-#define LOCAL_WORD(tile, i) (*(__local const uint *)((tile) + (i)))
+/* Rows first..first+BC-1 of a K or V view (rows at or past `limit` as zeros) into a local tile.
+ * With 16-byte rows (vec) each work-item moves 16 bytes per step, asynchronously on the GPU
+ * (cp.async: the copy overlaps the tensor-core work until copy_wait_all), else element by element. */
+static inline void load_block(__local ushort *tile, __global const ushort *src, const long4 stride, const int first,
+                              const int limit, const bool vec, const int lid)
+{
+    if (vec) {
+        for (int i = lid; i < BC * (D / 8); i += WG) {
+            const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+            const bool ok = first + r < limit;
+            copy16(tile + r * DP + c, src + (ok ? (long)(first + r) * stride.s1 + c : 0), ok);
+        }
+    } else {
+        for (int i = lid; i < BC * D; i += WG) {
+            const int r = i / D, c = i % D;
+            tile[r * DP + c] = first + r < limit ? src[(long)(first + r) * stride.s1 + c * stride.s3] : (ushort)0;
+        }
+    }
+}
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __global const ushort *v,
@@ -234,7 +333,9 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
 
     /* Q as A fragments, straight from global memory (rows past seqlen_q as 0). */
     uint qa[KSTEPS][4];
+    UNROLL
     for (int ks = 0; ks < KSTEPS; ks++)
+        UNROLL
         for (int i = 0; i < 4; i++) {
             const int row = my_rows[i & 1];
             const int col = ks * 16 + 2 * tq + (i >= 2 ? 8 : 0);
@@ -253,6 +354,7 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
     if (window_right >= 0) key_end = clamp(row0 + block_rows - 1 + diag + window_right + 1, 0, Sk);
     /* The first and one past the last key each of this lane's rows sees (rows past Sq: none). */
     int row_begin[2], row_end[2];
+    UNROLL
     for (int r = 0; r < 2; r++) {
         row_begin[r] = window_left >= 0 ? my_rows[r] + diag - window_left : 0;
         row_end[r] = window_right >= 0 ? min(my_rows[r] + diag + window_right + 1, Sk) : Sk;
@@ -264,7 +366,9 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
     float m_i[2] = {-INFINITY, -INFINITY};
     float l_part[2] = {0.0f, 0.0f}; /* this lane's share of l_i; the quad's shares are summed at the end */
     float acc[DTILES][4];
+    UNROLL
     for (int n = 0; n < DTILES; n++)
+        UNROLL
         for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
 
     /* K/V rows start on 8-element (16-byte) boundaries with unit column stride: copy 16 bytes at a time. */
@@ -272,49 +376,39 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
                         ((k_stride.s0 | k_stride.s1 | k_stride.s2) & 7) == 0 &&
                         ((v_stride.s0 | v_stride.s1 | v_stride.s2) & 7) == 0;
 
+    /* K_j and V_j stream in while the block before is computed, as in FlashAttention-2: V_j during
+     * S_j = Q K_j^T, K_{j+1} during O += P_j V_j (one K and one V tile, asynchronous copies). */
+    if (key_begin < key_end) load_block(K_tile, k, k_stride, key_begin, key_end, kv_vec, lid);
+    copy_commit();
     for (int col0 = key_begin; col0 < key_end; col0 += BC) {
         const int cols = min(BC, key_end - col0);
-        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the previous block */
-        if (kv_vec) {
-            for (int i = lid; i < BC * (D / 8); i += WG) {
-                const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-                uint4 kx = (uint4)(0u), vx = (uint4)(0u);
-                if (r < cols) {
-                    kx = *(__global const uint4 *)(k + (long)(col0 + r) * k_stride.s1 + c);
-                    vx = *(__global const uint4 *)(v + (long)(col0 + r) * v_stride.s1 + c);
-                }
-                *(__local uint4 *)(K_tile + r * DP + c) = kx;
-                *(__local uint4 *)(V_tile + r * DP + c) = vx;
-            }
-        } else {
-            for (int i = lid; i < BC * D; i += WG) {
-                const int r = i / D, c = i % D;
-                ushort kx = 0, vx = 0;
-                if (r < cols) {
-                    kx = k[(long)(col0 + r) * k_stride.s1 + c * k_stride.s3];
-                    vx = v[(long)(col0 + r) * v_stride.s1 + c * v_stride.s3];
-                }
-                K_tile[r * DP + c] = kx;
-                V_tile[r * DP + c] = vx;
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        copy_wait_all();
+        barrier(CLK_LOCAL_MEM_FENCE); /* K_j is in; every warp is done with V_{j-1} */
+        load_block(V_tile, v, v_stride, col0, key_end, kv_vec, lid);
+        copy_commit();
 
-        /* S = Q K^T (raw scores, f32). */
+        /* S = Q K^T (raw scores, f32). One ldmatrix gives the B fragments of two k-steps: matrices are
+         * keys n*8.. by dims ks*16 + 0, 8, 16, 24 (KSTEPS is even: D is a multiple of 32). */
         float s[NTILES][4];
+        UNROLL
         for (int n = 0; n < NTILES; n++) {
+            UNROLL
             for (int e = 0; e < 4; e++) s[n][e] = 0.0f;
-            const int key_row = (n * 8 + g) * DP;
-            for (int ks = 0; ks < KSTEPS; ks++) {
-                const uint b0 = LOCAL_WORD(K_tile, key_row + ks * 16 + 2 * tq);
-                const uint b1 = LOCAL_WORD(K_tile, key_row + ks * 16 + 2 * tq + 8);
-                mma_16816(s[n], qa[ks], b0, b1 EMU_ARGS);
+            const int key_row = (n * 8 + (lane & 7)) * DP + (lane >> 3) * 8;
+            UNROLL
+            for (int ks = 0; ks < KSTEPS; ks += 2) {
+                uint kb[4];
+                ldsm_x4(kb, K_tile, key_row + ks * 16 EMU_ARGS);
+                mma_16816(s[n], qa[ks], kb[0], kb[1] EMU_ARGS);
+                mma_16816(s[n], qa[ks + 1], kb[2], kb[3] EMU_ARGS);
             }
         }
 
         /* Scale (and finish with the extras) into the log2 domain, mask, and take each row's max over the quad. */
         float row_max[2] = {-INFINITY, -INFINITY};
+        UNROLL
         for (int n = 0; n < NTILES; n++)
+            UNROLL
             for (int e = 0; e < 4; e++) {
                 const int key = col0 + n * 8 + 2 * tq + (e & 1), row = my_rows[e >> 1];
                 float x = -INFINITY;
@@ -334,25 +428,30 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
                 row_max[e >> 1] = fmax(row_max[e >> 1], x);
             }
         float alpha[2], m_use[2];
+        UNROLL
         for (int r = 0; r < 2; r++) {
             row_max[r] = fmax(row_max[r], shfl_xor(row_max[r], 1 EMU_ARGS));
             row_max[r] = fmax(row_max[r], shfl_xor(row_max[r], 2 EMU_ARGS));
             const float m_new = fmax(m_i[r], row_max[r]);
             /* A row with nothing visible yet keeps acc = 0, l = 0: exponentiate against 0, not -inf. */
             m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
-            alpha[r] = exp2(m_i[r] - m_use[r]);
+            alpha[r] = fast_exp2(m_i[r] - m_use[r]);
             m_i[r] = m_new;
         }
 
         /* P = exp2(S - m), this lane's part of l, and the rescale of what acc holds. */
         float row_sum[2] = {0.0f, 0.0f};
+        UNROLL
         for (int n = 0; n < NTILES; n++)
+            UNROLL
             for (int e = 0; e < 4; e++) {
-                const float p = exp2(s[n][e] - m_use[e >> 1]);
+                const float p = fast_exp2(s[n][e] - m_use[e >> 1]);
                 s[n][e] = p;
                 row_sum[e >> 1] += p;
             }
+        UNROLL
         for (int r = 0; r < 2; r++) l_part[r] = l_part[r] * alpha[r] + row_sum[r];
+        UNROLL
         for (int n = 0; n < DTILES; n++) {
             acc[n][0] *= alpha[0];
             acc[n][1] *= alpha[0];
@@ -360,31 +459,43 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
             acc[n][3] *= alpha[1];
         }
 
-        /* O += P V: P's C fragments (n-tiles 2kb, 2kb+1) are the A fragment of keys 16kb..16kb+15. */
+        copy_wait_all();
+        barrier(CLK_LOCAL_MEM_FENCE); /* V_j is in; every warp is done with K_j */
+        if (col0 + BC < key_end) load_block(K_tile, k, k_stride, col0 + BC, key_end, kv_vec, lid);
+        copy_commit();
+
+        /* O += P V: P's C fragments (n-tiles 2kb, 2kb+1) are the A fragment of keys 16kb..16kb+15.
+         * The B fragments come from ldmatrix.trans, two dim tiles per instruction: matrices are keys
+         * kb*16 + 0 and + 8 by dims n*8, then the same by dims (n+1)*8. */
+        UNROLL
         for (int kb = 0; kb < KBLOCKS; kb++) {
             const uint pa[4] = {pack2(s[2 * kb][0], s[2 * kb][1]), pack2(s[2 * kb][2], s[2 * kb][3]),
                                 pack2(s[2 * kb + 1][0], s[2 * kb + 1][1]), pack2(s[2 * kb + 1][2], s[2 * kb + 1][3])};
-            const int key = kb * 16 + 2 * tq;
-            for (int n = 0; n < DTILES; n++) {
-                const int col = n * 8 + g;
-                const uint b0 = (uint)V_tile[key * DP + col] | ((uint)V_tile[(key + 1) * DP + col] << 16);
-                const uint b1 = (uint)V_tile[(key + 8) * DP + col] | ((uint)V_tile[(key + 9) * DP + col] << 16);
-                mma_16816(acc[n], pa, b0, b1 EMU_ARGS);
+            const int v_row = (kb * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * DP + (lane >> 4) * 8;
+            UNROLL
+            for (int n = 0; n < DTILES; n += 2) {
+                uint vb[4];
+                ldsm_x4_trans(vb, V_tile, v_row + n * 8 EMU_ARGS);
+                mma_16816(acc[n], pa, vb[0], vb[1] EMU_ARGS);
+                mma_16816(acc[n + 1], pa, vb[2], vb[3] EMU_ARGS);
             }
         }
     }
 
     /* l_i: the quad's shares together; then O = acc / l (0 for rows that see nothing). */
     float l_i[2];
+    UNROLL
     for (int r = 0; r < 2; r++) {
         l_i[r] = l_part[r] + shfl_xor(l_part[r], 1 EMU_ARGS);
         l_i[r] += shfl_xor(l_i[r], 2 EMU_ARGS);
     }
     const float inv_l[2] = {l_i[0] > 0.0f ? 1.0f / l_i[0] : 0.0f, l_i[1] > 0.0f ? 1.0f / l_i[1] : 0.0f};
     o += o_off + b * o_stride.s0 + q0 * o_stride.s1 + h * o_stride.s2;
+    UNROLL
     for (int r = 0; r < 2; r++) {
         if (my_rows[r] >= Sq) continue;
         __global ushort *o_row = o + (long)my_rows[r] * o_stride.s1;
+        UNROLL
         for (int n = 0; n < DTILES; n++) {
             const uint word = pack2(acc[n][2 * r] * inv_l[r], acc[n][2 * r + 1] * inv_l[r]);
             const int col = n * 8 + 2 * tq;

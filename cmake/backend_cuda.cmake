@@ -49,6 +49,12 @@ set(xfa_cuda_kernels
   ${PROJECT_SOURCE_DIR}/cuda/decode_bf16.cu
   ${PROJECT_SOURCE_DIR}/cuda/decode_f32.cu
   ${PROJECT_SOURCE_DIR}/cuda/decode_merge.cu)
+# The backward pass: generic kernels, the tensor-core ones per head dim, the host slot.
+list(APPEND xfa_cuda_kernels
+  ${PROJECT_SOURCE_DIR}/cuda/backward.cu
+  ${PROJECT_SOURCE_DIR}/cuda/backward_mma_d64.cu
+  ${PROJECT_SOURCE_DIR}/cuda/backward_mma_d128.cu
+  ${PROJECT_SOURCE_DIR}/src/host/cuda_backward.c)
 target_sources(xfa PRIVATE
   ${PROJECT_SOURCE_DIR}/src/host/cuda_backend.c
   ${PROJECT_SOURCE_DIR}/src/host/cuda_device.c

@@ -80,6 +80,14 @@ __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float *c, const uint32_
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* exp2 on the SFU (ex2.approx.ftz.f32): exp2(-inf) = +0. */
+__device__ __forceinline__ float ex2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 } // namespace xfa
 
 #endif

@@ -8,10 +8,13 @@
  * Shared memory, as the host's "generic" tile layout (src/host/cuda_device.c)
  * describes it: Q_tile Br x (D+1), K_tile and V_tile Bc x (D+1), S Br x Bc,
  * all f32; the +1 keeps the 8 threads of a row on distinct banks.
- * Scores are in the log2 domain (scale·log2(e) folded into Q_tile), so the
- * softmax uses exp2.
+ * Scores are in the log2 domain (scale·log2(e) folded into Q_tile, or applied
+ * after softcap, ALiBi and bias), so the softmax uses exp2. Windows, causal,
+ * the extras and packed variable-length batches as in cl/flash_forward.cl
+ * (cuda/extras.cuh): K/V blocks outside every row's window are not loaded.
  */
 #include "device_util.cuh"
+#include "extras.cuh"
 #include "launch.h"
 
 #include <cuda_runtime.h>
@@ -21,8 +24,9 @@ namespace {
 constexpr int T = XFA_CUDA_GENERIC_THREADS_PER_ROW;
 constexpr int MAX_COLS = 256 / T; /* acc entries per thread at the largest head dim */
 
+/* The generic layout's largest tile is Br = 64 rows of T threads (src/host/cuda_device.c). */
 template <typename E>
-__global__ void generic_forward_kernel(const xfa_cuda_forward p)
+__global__ void __launch_bounds__(64 * T) generic_forward_kernel(const xfa_cuda_forward p)
 {
     extern __shared__ float smem[];
     const int D = p.head_dim, DP = D + 1, Br = p.Br, Bc = p.Bc;
@@ -33,28 +37,41 @@ __global__ void generic_forward_kernel(const xfa_cuda_forward p)
 
     const int lid = threadIdx.x, wg = blockDim.x;
     const int r = lid / T, t = lid % T;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int h = blockIdx.y;
     const int hk = h / (p.heads_q / p.heads_kv);
+    const xfa::sequence_span seq = xfa::sequence_of(p, (int)blockIdx.z);
+    const int b = seq.b, Sq = seq.seqlen_q, Sk = seq.seqlen_k;
     const int row0 = blockIdx.x * Br;
-    const int rows = min(Br, p.seqlen_q - row0);
-    const int seqlen_k = p.seqlen_k;
+    if (row0 >= Sq) return; /* the whole work-group: past this sequence's rows (packed batches) */
+    const int rows = min(Br, Sq - row0);
 
-    const E *q = static_cast<const E *>(p.q) + b * p.q_stride[0] + h * p.q_stride[2];
-    const E *k = static_cast<const E *>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
-    const E *v = static_cast<const E *>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
-    const float scale_log2 = p.scale * 1.4426950408889634f;
+    const E *q = static_cast<const E *>(p.q) + b * p.q_stride[0] + seq.q0 * p.q_stride[1] + h * p.q_stride[2];
+    const E *k = static_cast<const E *>(p.k) + b * p.k_stride[0] + seq.k0 * p.k_stride[1] + hk * p.k_stride[2];
+    const E *v = static_cast<const E *>(p.v) + b * p.v_stride[0] + seq.k0 * p.v_stride[1] + hk * p.v_stride[2];
+    /* Without softcap, ALiBi or bias, scale·log2(e) is folded into Q; with them the score is
+     * finished in natural units first (xfa::score_extras), then turned into log2 units. */
+    const bool extras = xfa::has_score_extras(p);
+    const xfa::score_extras<E> extra = xfa::score_extras_of<E>(p, b, h);
+    const float q_scale = extras ? p.scale : p.scale * 1.4426950408889634f;
 
     for (int i = lid; i < Br * D; i += wg) {
         const int rr = i / D, c = i % D;
         Q_tile[rr * DP + c] =
-            rr < rows ? xfa::to_f32(q[(int64_t)(row0 + rr) * p.q_stride[1] + c * p.d_stride[0]]) * scale_log2 : 0.0f;
+            rr < rows ? xfa::to_f32(q[(int64_t)(row0 + rr) * p.q_stride[1] + c * p.d_stride[0]]) * q_scale : 0.0f;
     }
 
-    /* Causal (bottom-right aligned): row i sees keys j <= i + diag; blocks past the last row's keys are skipped. */
-    const int diag = seqlen_k - p.seqlen_q;
-    int key_end = seqlen_k;
-    if (p.causal) key_end = min(seqlen_k, max(0, row0 + rows + diag));
+    /* Row i's diagonal is key i + diag; its window is lo..hi. Blocks of keys no row of the
+     * work-group sees are never loaded: the loop covers key_begin..key_end-1 only. */
+    const xfa::window w = xfa::window_of(p);
+    const int diag = Sk - Sq;
     const int my_row = row0 + r;
+    int key_begin = 0, key_end = Sk;
+    if (w.left >= 0) key_begin = max(row0 + diag - w.left, 0);
+    if (w.right >= 0) key_end = xfa::clamp_int(row0 + rows - 1 + diag + w.right + 1, 0, Sk);
+    const int lo = w.left >= 0 ? my_row + diag - w.left : 0;
+    const int hi = r >= rows ? lo - 1 /* padding rows see nothing */
+                   : w.right >= 0 ? min(my_row + diag + w.right, Sk - 1)
+                                  : Sk - 1;
     const int cols_per_item = D / T;
 
     float m_i = -INFINITY, l_i = 0.0f;
@@ -62,7 +79,7 @@ __global__ void generic_forward_kernel(const xfa_cuda_forward p)
 #pragma unroll
     for (int x = 0; x < MAX_COLS; x++) acc[x] = 0.0f;
 
-    for (int col0 = 0; col0 < key_end; col0 += Bc) {
+    for (int col0 = key_begin; col0 < key_end; col0 += Bc) {
         const int cols = min(Bc, key_end - col0);
         __syncthreads(); /* the previous block is no longer read */
         for (int i = lid; i < Bc * D; i += wg) {
@@ -77,27 +94,28 @@ __global__ void generic_forward_kernel(const xfa_cuda_forward p)
         }
         __syncthreads();
 
-        /* Keys of this block the row sees: [0, visible). */
-        const int visible = p.causal ? min(max(my_row + diag + 1 - col0, 0), cols) : cols;
+        /* This row's visible keys in this block, relative to col0 (c_lo > c_hi: none). */
+        const int c_lo = max(lo - col0, 0), c_hi = min(hi - col0, cols - 1);
         for (int j = t; j < Bc; j += T) {
             float s = -INFINITY;
-            if (j < visible) {
+            if (j >= c_lo && j <= c_hi) {
                 s = 0.0f;
                 for (int x = 0; x < D; x++) s = fmaf(Q_tile[r * DP + x], K_tile[j * DP + x], s);
+                if (extras) s = extra.apply(s, my_row, col0 + j, diag);
             }
             S[r * Bc + j] = s;
         }
         __syncthreads();
 
         float row_max = -INFINITY;
-        for (int j = 0; j < Bc; j++) row_max = fmaxf(row_max, S[r * Bc + j]);
+        for (int j = c_lo; j <= c_hi; j++) row_max = fmaxf(row_max, S[r * Bc + j]);
         const float m_new = fmaxf(m_i, row_max);
-        if (m_new == -INFINITY) continue; /* nothing visible yet: keep the starting state */
-        const float alpha = exp2f(m_i - m_new);
+        if (m_new == -INFINITY) continue; /* nothing visible yet (or all masked): keep the starting state */
+        const float alpha = exp2f(m_i - m_new); /* rescales what was accumulated under the old max */
 #pragma unroll
         for (int x = 0; x < MAX_COLS; x++) acc[x] *= alpha;
         float row_sum = 0.0f;
-        for (int j = 0; j < visible; j++) {
+        for (int j = c_lo; j <= c_hi; j++) {
             const float pj = exp2f(S[r * Bc + j] - m_new);
             row_sum += pj;
 #pragma unroll
@@ -109,13 +127,14 @@ __global__ void generic_forward_kernel(const xfa_cuda_forward p)
     }
 
     if (r >= rows) return;
-    E *o = static_cast<E *>(p.o) + b * p.o_stride[0] + (int64_t)my_row * p.o_stride[1] + h * p.o_stride[2];
+    const int64_t out_row = seq.q0 + my_row; /* the row in the packed o and lse */
+    E *o = static_cast<E *>(p.o) + b * p.o_stride[0] + out_row * p.o_stride[1] + h * p.o_stride[2];
     const float inv_l = l_i > 0.0f ? 1.0f / l_i : 0.0f; /* rows that see nothing: O = 0 */
 #pragma unroll
     for (int x = 0; x < MAX_COLS; x++)
         if (x < cols_per_item) o[(int64_t)(t + x * T) * p.d_stride[3]] = xfa::from_f32<E>(acc[x] * inv_l);
     if (p.lse && t == 0)
-        p.lse[b * p.lse_stride[0] + (int64_t)my_row * p.lse_stride[1] + h * p.lse_stride[2]] =
+        p.lse[b * p.lse_stride[0] + out_row * p.lse_stride[1] + h * p.lse_stride[2]] =
             l_i > 0.0f ? (m_i + log2f(l_i)) * 0.6931471805599453f : -INFINITY;
 }
 
@@ -127,7 +146,11 @@ template <typename E> xfa_cuda_result launch(const xfa_cuda_forward *p, cudaStre
     if (smem > 48 * 1024)
         err = cudaFuncSetAttribute(generic_forward_kernel<E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess) return (xfa_cuda_result)err;
-    const dim3 grid((unsigned)((p->seqlen_q + p->Br - 1) / p->Br), (unsigned)p->heads_q, (unsigned)p->batch);
+    /* A packed batch: z is the sequence, x covers the longest one (max_seqlen_q). */
+    const int rows = p->cu_seqlens_q ? p->max_seqlen_q : p->seqlen_q;
+    const unsigned entries = (unsigned)(p->cu_seqlens_q ? p->sequences : p->batch);
+    if (rows <= 0 || entries == 0) return 0; /* nothing to compute */
+    const dim3 grid((unsigned)((rows + p->Br - 1) / p->Br), (unsigned)p->heads_q, entries);
     generic_forward_kernel<E><<<grid, p->Br * T, smem, stream>>>(*p);
     return (xfa_cuda_result)cudaGetLastError();
 }

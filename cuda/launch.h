@@ -40,7 +40,29 @@ typedef struct xfa_cuda_forward {
     /* head_dim strides of q, k, v, o in elements: 1 for every kernel but the generic one,
      * which takes any (added after the fields above, which keep their layout). */
     int64_t d_stride[4];
+
+    /* The extras (include/xfa.h), appended after the fields above, which keep their layout.
+     * Every one is off when zero/NULL, so a zeroed struct is a plain call. */
+    int32_t has_window;         /* nonzero: window_left/right apply (each -1: no limit on that side) */
+    int32_t window_left, window_right; /* bottom-right aligned; causal also caps the right at 0 */
+    float softcap;              /* > 0: softcap * tanh(s / softcap) on the scaled score */
+    const float *alibi;         /* NULL: off; slope of (b, h) is alibi[b * alibi_stride[0] + h * alibi_stride[1]] */
+    int64_t alibi_stride[2];    /* batch (0 when broadcast), head */
+    const void *bias;           /* NULL: off; f32 or the call's dtype, added to the score */
+    int32_t bias_f32;           /* nonzero: bias is f32, else the call's dtype */
+    int64_t bias_stride[4];     /* (batch, seqlen_q, head, seqlen_k), 0 where broadcast */
+    /* Packed variable-length batch: NULL: off. batch is 1; seqlen_q/k are the packed totals;
+     * sequence s is rows cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 (clamped into the totals). */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;
+    int64_t cu_stride[2];       /* element strides of cu_seqlens_q and cu_seqlens_k */
+    int32_t sequences, max_seqlen_q; /* grid: sequences x ceil(max_seqlen_q / Br) */
 } xfa_cuda_forward;
+
+/* Whether a call uses any extra beyond causal, LSE, GQA and seqlen_q != seqlen_k. */
+static inline int xfa_cuda_forward_has_extras(const xfa_cuda_forward *p)
+{
+    return p->has_window || p->softcap > 0.0f || p->alibi || p->bias || p->cu_seqlens_q;
+}
 
 /* Launcher result: 0 = launched; otherwise a cudaError_t value, or -1 when the
  * launcher does not handle this problem (the host then tries the next path). */
@@ -50,7 +72,8 @@ typedef int xfa_cuda_result;
 /*
  * The Hopper path (cuda/hopper/): wgmma + TMA + warp specialization, sm_90a only.
  * xfa_cuda_sm90_supported() answers without touching the GPU whether the
- * kernel handles this problem (dtype, head_dim, alignment); the launcher
+ * kernel handles this problem (dtype, head_dim, alignment; no extras, scale > 0:
+ * other calls fall back to the mma.sync kernel); the launcher
  * enqueues on `stream` (a cudaStream_t) and never synchronizes.
  */
 int xfa_cuda_sm90_supported(const xfa_cuda_forward *p);

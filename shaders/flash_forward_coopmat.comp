@@ -47,6 +47,7 @@ layout(constant_id = 10) const bool SOFTCAP = false;
 layout(constant_id = 11) const bool ALIBI = false;
 layout(constant_id = 12) const uint BIAS = 0;        /* 0 none, 1 f32, 2 f16 */
 layout(constant_id = 13) const bool VARLEN = false;  /* packed sequences: z is the sequence */
+layout(constant_id = 14) const bool VEC8 = false;    /* k, v: unit d stride, rows 8-element aligned */
 
 layout(push_constant) uniform Args {
     uint q_base, k_base, v_base, o_base, lse_base;
@@ -62,6 +63,9 @@ layout(push_constant) uniform Args {
 layout(binding = 0, std430) readonly buffer Q16 { float16_t q16[]; };
 layout(binding = 1, std430) readonly buffer K16 { float16_t k16[]; };
 layout(binding = 2, std430) readonly buffer V16 { float16_t v16[]; };
+/* VEC8 views of K and V: 8 elements (16 bytes) a load instead of one */
+layout(binding = 1, std430) readonly buffer K128 { uvec4 k128[]; };
+layout(binding = 2, std430) readonly buffer V128 { uvec4 v128[]; };
 layout(binding = 3, std430) writeonly buffer O16 { float16_t o16[]; };
 layout(binding = 4, std430) writeonly buffer LSE { float lse32[]; };
 /* Mirrors vk_extra_args in vulkan_dispatch.c. */
@@ -190,15 +194,33 @@ void main()
     for (uint col0 = uint(key_begin); int(col0) < key_end; col0 += Bc) {
         const uint cols = min(Bc, uint(key_end) - col0);
         barrier(); /* Q (first block) or the previous K and V are no longer read */
-        for (uint i = tid; i < Bc * D; i += WG) {
-            const uint c = i / D, x = i % D;
-            float16_t kx = float16_t(0.0), vx = float16_t(0.0);
-            if (c < cols) {
-                kx = k16[k_bh + (col0 + c) * args.k_ss + x * args.k_sd];
-                vx = v16[v_bh + (col0 + c) * args.v_ss + x * args.v_sd];
+        if (VEC8) {
+            for (uint i = tid; i < Bc * D / 8; i += WG) {
+                const uint c = i / (D / 8), x = i % (D / 8) * 8;
+                uvec4 kw = uvec4(0), vw = uvec4(0);
+                if (c < cols) {
+                    kw = k128[(k_bh + (col0 + c) * args.k_ss + x) / 8];
+                    vw = v128[(v_bh + (col0 + c) * args.v_ss + x) / 8];
+                }
+                [[unroll]] for (uint w = 0; w < 4; w++) {
+                    const f16vec2 kp = unpackFloat2x16(kw[w]), vp = unpackFloat2x16(vw[w]);
+                    KVs[c * ROW + x + 2 * w] = kp.x;
+                    KVs[c * ROW + x + 2 * w + 1] = kp.y;
+                    KVs[(Bc + c) * ROW + x + 2 * w] = vp.x;
+                    KVs[(Bc + c) * ROW + x + 2 * w + 1] = vp.y;
+                }
             }
-            KVs[c * ROW + x] = kx;
-            KVs[(Bc + c) * ROW + x] = vx;
+        } else {
+            for (uint i = tid; i < Bc * D; i += WG) {
+                const uint c = i / D, x = i % D;
+                float16_t kx = float16_t(0.0), vx = float16_t(0.0);
+                if (c < cols) {
+                    kx = k16[k_bh + (col0 + c) * args.k_ss + x * args.k_sd];
+                    vx = v16[v_bh + (col0 + c) * args.v_ss + x * args.v_sd];
+                }
+                KVs[c * ROW + x] = kx;
+                KVs[(Bc + c) * ROW + x] = vx;
+            }
         }
         barrier();
 
@@ -250,7 +272,7 @@ void main()
         subgroup_sync();
 
         /* O = diag(alpha) O + P V */
-        for (uint i = 0; i < rowidx.length(); i++) {
+        [[unroll]] for (uint i = 0; i < rowidx.length(); i++) {
             const float a = row_scale[sub * 16 + uint(rowidx[i])];
             [[unroll]] for (uint j = 0; j < DT; j++) Om[j][i] *= a;
         }
@@ -269,7 +291,7 @@ void main()
     /* O / l, rounded to f16 through shared memory, then written with the caller's strides. */
     if (tr == 0) row_scale[r] = l_i > 0.0 ? 1.0 / l_i : 0.0;
     barrier(); /* every subgroup is done with K and V; row_scale is written */
-    for (uint i = 0; i < rowidx.length(); i++) {
+    [[unroll]] for (uint i = 0; i < rowidx.length(); i++) {
         const float a = row_scale[sub * 16 + uint(rowidx[i])];
         [[unroll]] for (uint j = 0; j < DT; j++) Om[j][i] *= a;
     }

@@ -56,6 +56,19 @@ START_TEST(test_half_precisions)
 }
 END_TEST
 
+START_TEST(test_long)
+{
+    /* Several query and key blocks of the tensor-core tiles (64..128 rows), ragged ends, the causal
+     * diagonal crossing blocks, Sq != Sk both ways, GQA; f16/bf16 at D = 64 and 128. */
+    static const int64_t lengths[][2] = {{300, 300}, {257, 520}, {520, 257}};
+    const int64_t *n = lengths[_i / 8 % 3];
+    xfa_test_case tc = xfa_test_case_make(1, n[0], n[1], 4, 2, 64 * (1 + _i % 2), _i / 2 % 2 ? XFA_DTYPE_BF16 : XFA_DTYPE_F16,
+                                          _i / 4 % 2, 26000 + (uint64_t)_i);
+    tc.layout = _i % 3 ? XFA_LAYOUT_BSHD : XFA_LAYOUT_BHSD;
+    expect_pass(&tc, 0);
+}
+END_TEST
+
 START_TEST(test_features)
 {
     xfa_test_case tc = xfa_test_case_make(2, 47, 59, 4, 2, 64, (xfa_dtype)(_i % XFA_DTYPE_COUNT_), _i / 3 % 2,
@@ -149,6 +162,7 @@ static Suite *backward_suite(const char *backend)
     tcase_add_loop_test(tc, test_head_dims, 0, 2 * (XFA_HEAD_DIM_MAX / XFA_HEAD_DIM_STEP));
     tcase_add_loop_test(tc, test_shapes, 0, 12);
     tcase_add_loop_test(tc, test_half_precisions, 0, 8);
+    tcase_add_loop_test(tc, test_long, 0, 24);
     tcase_add_loop_test(tc, test_features, 0, 24);
     tcase_add_loop_test(tc, test_caller_scratch, 0, 3);
     tcase_add_test(tc, test_corruption_is_caught);

@@ -21,6 +21,7 @@ typedef struct cli_options {
     int64_t tokens;     /* bench: batch * seqlen */
     int warmup, iters;
     bool csv, json;
+    bool backward;      /* bench: time xfa_attention_backward alone (TFLOP/s at 2.5x the forward's FLOPs) */
     int cases;          /* crosscheck: number of problems */
     const char *corrupt; /* crosscheck test hook: perturb this backend's outputs */
     const char *batches, *caches; /* bench-decode: comma-separated lists */

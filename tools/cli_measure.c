@@ -1,5 +1,6 @@
 /* cli_measure.c - what `xfa bench` and `xfa bench-decode` share: random device inputs and timing. */
 #include "cli.h"
+#include "cli_timer.h"
 
 #include "dtype.h"
 
@@ -42,13 +43,18 @@ xfa_status cli_time_calls(xfa_context *ctx, xfa_status (*call)(void *arg), void 
         const double t0 = cli_now();
         if (!(st = call(arg)) && !(st = xfa_context_synchronize(ctx))) one_call = cli_now() - t0;
     }
-    /* `reps` calls back to back per wait, from the last warm-up call (1 for slow calls). */
+    /* `reps` calls back to back per wait, from the last warm-up call (1 for slow calls); timed by
+     * the device's events where the backend has them (cli_timer.h), else by the host clock. */
     const int reps = one_call > 0 && one_call < sample_s ? (int)(sample_s / one_call) + 1 : 1;
+    cli_timer *timer = st ? NULL : cli_timer_create(ctx);
     for (int i = 0; i < iters && !st; i++) {
         const double t0 = cli_now();
+        if (timer) cli_timer_start(timer);
         for (int r = 0; r < reps && !st; r++) st = call(arg);
-        if (!st && !(st = xfa_context_synchronize(ctx))) times[i] = (cli_now() - t0) / reps;
+        const double device_s = timer && !st ? cli_timer_stop(timer) : -1.0;
+        if (!st && !(st = xfa_context_synchronize(ctx))) times[i] = (device_s >= 0 ? device_s : cli_now() - t0) / reps;
     }
+    cli_timer_destroy(timer);
     if (!st) {
         qsort(times, (size_t)iters, sizeof *times, compare_double);
         *min_s = times[0];

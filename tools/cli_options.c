@@ -53,6 +53,7 @@ bool cli_parse(int argc, char **argv, int first, cli_options *o)
         if (!strcmp(a, "--no-check")) { o->check = 0; continue; }
         if (!strcmp(a, "--csv")) { o->csv = true; continue; }
         if (!strcmp(a, "--json")) { o->json = true; continue; }
+        if (!strcmp(a, "--backward")) { o->backward = true; continue; }
         if (!val) {
             fprintf(stderr, "xfa: unknown option or missing value: %s\n", a);
             return false;

@@ -3,9 +3,13 @@
  * lengths at a fixed token count (batch = tokens / seqlen), as FlashAttention's
  * benchmarks do. Each point: warm-up calls, then `iters` timed samples (each a
  * few calls back to back and one wait); the median and the minimum are reported.
+ * --backward times xfa_attention_backward alone (O and the LSE from one forward
+ * call first), with TFLOP/s counted as 2.5x the forward's FLOPs, as
+ * FlashAttention's benchmarks count the backward.
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cli.h"
+#include "cli_timer.h"
 
 
 #include <stdio.h>
@@ -29,6 +33,57 @@ static xfa_status run_forward(void *arg)
 {
     const forward_call *c = arg;
     return xfa_attention_forward(c->ctx, c->params, c->q, c->k, c->v, c->o, NULL);
+}
+
+/* One backward call of the point being measured (--backward). */
+typedef struct backward_call {
+    forward_call fwd;
+    const xfa_tensor *d_o, *lse, *dq, *dk, *dv;
+} backward_call;
+
+static xfa_status run_backward(void *arg)
+{
+    const backward_call *c = arg;
+    const forward_call *f = &c->fwd;
+    return xfa_attention_backward(f->ctx, f->params, f->q, f->k, f->v, f->o, c->d_o, c->lse, c->dq, c->dk, c->dv);
+}
+
+static xfa_tensor bench_view(const cli_options *o, xfa_buffer *buf, int64_t batch, int64_t seqlen, int64_t heads)
+{
+    return o->bhsd ? xfa_tensor_bhsd(buf, 0, o->dtype, batch, seqlen, heads, o->dim)
+                   : xfa_tensor_bshd(buf, 0, o->dtype, batch, seqlen, heads, o->dim);
+}
+
+/* The backward's extra buffers (dO random; dQ, dK, dV; the LSE), O and the LSE from one forward
+ * call, then the timing; 2.5x the forward's FLOPs, bytes of q, k, v, o, dO read and dQ, dK, dV written. */
+static xfa_status measure_backward(xfa_context *ctx, const cli_options *o, forward_call *fwd, bench_point *p,
+                                   size_t q_count, size_t kv_count, int64_t heads_kv)
+{
+    xfa_buffer *d_o = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *lse = NULL;
+    const size_t elem = xfa_dtype_size(o->dtype);
+    xfa_status st;
+    if ((st = xfa_buffer_create(ctx, q_count * elem, &d_o)) || (st = xfa_buffer_create(ctx, q_count * elem, &dq)) ||
+        (st = xfa_buffer_create(ctx, kv_count * elem, &dk)) || (st = xfa_buffer_create(ctx, kv_count * elem, &dv)) ||
+        (st = xfa_buffer_create(ctx, (size_t)(p->batch * p->seqlen * p->heads) * sizeof(float), &lse)) ||
+        (st = cli_fill_random(d_o, o->dtype, q_count, 4)))
+        goto done;
+    const xfa_tensor t_do = bench_view(o, d_o, p->batch, p->seqlen, p->heads);
+    const xfa_tensor t_dq = bench_view(o, dq, p->batch, p->seqlen, p->heads);
+    const xfa_tensor t_dk = bench_view(o, dk, p->batch, p->seqlen, heads_kv);
+    const xfa_tensor t_dv = bench_view(o, dv, p->batch, p->seqlen, heads_kv);
+    const xfa_tensor t_lse = xfa_tensor_lse(lse, 0, p->batch, p->seqlen, p->heads);
+    if ((st = xfa_attention_forward(ctx, fwd->params, fwd->q, fwd->k, fwd->v, fwd->o, &t_lse))) goto done;
+    backward_call call = {*fwd, &t_do, &t_lse, &t_dq, &t_dk, &t_dv};
+    if ((st = cli_time_calls(ctx, run_backward, &call, o->warmup, o->iters, 2e-3, &p->median_s, &p->min_s))) goto done;
+    p->tflops = 2.5 * cli_attention_flops(o, p->batch, p->heads, p->seqlen, p->seqlen) / p->median_s * 1e-12;
+    p->gbps = (double)(4 * q_count + 4 * kv_count) * elem / p->median_s * 1e-9;
+done:
+    xfa_buffer_destroy(&d_o);
+    xfa_buffer_destroy(&dq);
+    xfa_buffer_destroy(&dk);
+    xfa_buffer_destroy(&dv);
+    xfa_buffer_destroy(&lse);
+    return st;
 }
 
 static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqlen, int64_t tokens, int64_t heads,
@@ -74,6 +129,10 @@ static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqle
     }
     /* Samples of >= 2 ms: on a GPU the wait's own latency stays under ~1% of a sample. */
     forward_call call = {ctx, &params, &tq, &tk, &tv, &to};
+    if (o->backward) {
+        p.status = measure_backward(ctx, o, &call, &p, q_count, kv_count, heads_kv);
+        goto done;
+    }
     if ((p.status = cli_time_calls(ctx, run_forward, &call, o->warmup, o->iters, 2e-3, &p.median_s, &p.min_s)))
         goto done;
     p.tflops = cli_attention_flops(o, p.batch, heads, seqlen, seqlen) / p.median_s * 1e-12;
@@ -103,16 +162,21 @@ int cli_bench(const cli_options *o)
     const int64_t heads_kv = o->heads_kv;
 
     if (o->csv) printf("backend,device,path,dtype,head_dim,causal,batch,seqlen,heads,median_ms,min_ms,tflops,gbps\n");
-    else if (o->json) printf("{\"backend\":\"%s\",\"device\":\"%s\",\"path\":\"%s\",\"results\":[", xfa_backend_name(info.backend), info.name, info.path);
+    else if (o->json)
+        printf("{\"backend\":\"%s\",\"device\":\"%s\",\"path\":\"%s\",\"timing\":\"%s\",\"results\":[",
+               xfa_backend_name(info.backend), info.name, info.path, cli_timer_method(ctx));
     else {
-        printf("xfa bench: %s on %s (%s path), %s, D=%lld, %s, %lld tokens, %d warm-up + %d timed calls\n",
-               xfa_backend_name(info.backend), info.name, path, xfa_dtype_name(o->dtype), (long long)o->dim,
-               o->causal ? "causal" : "non-causal", (long long)tokens, o->warmup, o->iters);
+        printf("xfa bench%s: %s on %s (%s path), %s, D=%lld, %s, %lld tokens, %d warm-up + %d timed calls (%s)
+",
+               o->backward ? " --backward" : "", xfa_backend_name(info.backend), info.name, path,
+               xfa_dtype_name(o->dtype), (long long)o->dim, o->causal ? "causal" : "non-causal", (long long)tokens,
+               o->warmup, o->iters, cli_timer_method(ctx));
         printf("%8s %6s %6s %12s %12s %10s %10s\n", "seqlen", "batch", "heads", "median ms", "min ms", "TFLOP/s", "GB/s");
     }
     /* GQA and windows change the work: the CSV's path says so after a '+' (TFLOP/s count visible pairs only) */
     char variant[96] = "";
-    if (o->heads_kv != o->heads) snprintf(variant, sizeof variant, "+gqa%lld:%lld", (long long)o->heads, (long long)o->heads_kv);
+    if (o->backward) snprintf(variant, sizeof variant, "+backward");
+    if (o->heads_kv != o->heads) snprintf(variant + strlen(variant), sizeof variant - strlen(variant), "+gqa%lld:%lld", (long long)o->heads, (long long)o->heads_kv);
     if (o->window_left >= 0 || (!o->causal && o->window_right >= 0))
         snprintf(variant + strlen(variant), sizeof variant - strlen(variant), "+window%lld:%lld", (long long)o->window_left,
                  (long long)(o->causal ? 0 : o->window_right));

@@ -30,6 +30,7 @@ static void usage(FILE *f)
             "  --dtype f32|f16|bf16 --causal --layout bshd|bhsd --seed S --Br N --Bc N\n"
             "  --check / --no-check  run: force or skip the reference check (default: when affordable)\n"
             "  --seqlens 512,1024,...  --tokens T (batch = T / seqlen)  --warmup N --iters N --csv --json  (bench)\n"
+            "  --backward  (bench: time the backward pass alone; TFLOP/s count 2.5x the forward's FLOPs)\n"
             "  --batches 1,8,32 --caches 1024,...  (bench-decode; default 32 query / 8 KV heads, D from --dim)\n"
             "  --cases N --seed S --json --corrupt BACKEND  (crosscheck; --backend restricts it to one backend)\n");
 }

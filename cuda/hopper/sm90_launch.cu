@@ -79,6 +79,9 @@ extern "C" int xfa_cuda_sm90_supported(const xfa_cuda_forward *p)
 {
     if (!p || (p->dtype != XFA_CUDA_F16 && p->dtype != XFA_CUDA_BF16)) return 0;
     if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) return 0;
+    /* Windows, softcap, ALiBi, bias and packed sequences are not in this kernel: the mma.sync
+     * kernel runs them. Its softmax takes the row max of the raw scores: scale > 0 only. */
+    if (xfa_cuda_forward_has_extras(p) || !(p->scale > 0.0f)) return 0;
     if (p->batch < 1 || p->heads_q < 1 || p->heads_kv < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return 0;
     if (p->heads_q % p->heads_kv || p->batch > 65535 || p->heads_q > 65535) return 0;
     /* tiles (query blocks of 64 rows or more, times heads, times batch) are counted in 32 bits */

@@ -63,6 +63,7 @@ void xfa_cuda_context_free(cuda_context *cu)
 {
     if (!cu) return;
     if (cudaSetDevice(cu->device) == cudaSuccess) {
+        xfa_cuda_backward_release(cu);
         cudaStreamSynchronize(cu->stream);
         xfa_cuda_decode_scratch_free(cu);
         if (cu->own_stream && cu->stream) cudaStreamDestroy(cu->stream);
@@ -211,6 +212,42 @@ static xfa_cuda_result (*const mma_launchers[8])(const xfa_cuda_forward *, void 
 
 bool xfa_cuda_mma_head_dim(int64_t d) { return d % 32 == 0 && d >= 32 && d <= 256 && mma_launchers[d / 32 - 1]; }
 
+/* A window wider than both lengths limits nothing: -1, so row + diagonal + window stays in 32 bits. */
+static int32_t window_side(int64_t w, int64_t span) { return w < 0 || w > span ? -1 : (int32_t)w; }
+
+/* Window, softcap, ALiBi, bias and packed sequences into the launch struct (cuda/launch.h). */
+static xfa_status fill_extras(xfa_context *ctx, const xfa_forward_args *a, xfa_cuda_forward *p)
+{
+    if (a->seqlen_q + a->seqlen_k > INT32_MAX / 4)
+        return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "seqlen_q %lld, seqlen_k %lld: the CUDA kernels index rows in 32 bits",
+                        (long long)a->seqlen_q, (long long)a->seqlen_k);
+    p->window_left = window_side(a->window_left, a->seqlen_q + a->seqlen_k);
+    p->window_right = a->causal ? 0 : window_side(a->window_right, a->seqlen_q + a->seqlen_k);
+    p->has_window = p->window_left >= 0 || (!a->causal && p->window_right >= 0);
+    p->softcap = a->softcap;
+    if (a->has_alibi) {
+        p->alibi = (const float *)view_ptr(&a->alibi);
+        p->alibi_stride[0] = a->alibi.shape[0] == 1 ? 0 : a->alibi.stride[0]; /* broadcast: element 0 */
+        p->alibi_stride[1] = a->alibi.stride[2];
+    }
+    if (a->has_bias) {
+        p->bias = view_ptr(&a->bias);
+        p->bias_f32 = a->bias.dtype == XFA_DTYPE_F32;
+        for (int i = 0; i < 4; i++) p->bias_stride[i] = a->bias.stride[i];
+        if (a->bias.shape[0] == 1) p->bias_stride[0] = 0;
+        if (a->bias.shape[2] == 1) p->bias_stride[2] = 0;
+    }
+    if (a->varlen) {
+        p->cu_seqlens_q = (const int32_t *)view_ptr(&a->cu_seqlens_q);
+        p->cu_seqlens_k = (const int32_t *)view_ptr(&a->cu_seqlens_k);
+        p->cu_stride[0] = a->cu_seqlens_q.stride[0];
+        p->cu_stride[1] = a->cu_seqlens_k.stride[0];
+        p->sequences = (int32_t)a->sequences;
+        p->max_seqlen_q = (int32_t)a->max_seqlen_q;
+    }
+    return XFA_SUCCESS;
+}
+
 static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
 {
     const cuda_context *cu = ctx->impl;
@@ -244,6 +281,8 @@ static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
     p.Br = (int32_t)a->plan.Br;
     p.Bc = (int32_t)a->plan.Bc;
     p.stages = (int32_t)a->plan.stages;
+    st = fill_extras(ctx, a, &p);
+    if (st) return st;
 
     const bool mma_plan = !strcmp(a->plan.path, "mma.sync") || !strcmp(a->plan.path, "wgmma");
     const bool tensor_views = mma_plan && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
@@ -305,6 +344,7 @@ const xfa_backend_ops xfa_cuda_backend = {
     .buffer_download = cuda_buffer_download,
     .forward = cuda_forward,
     .synchronize = cuda_synchronize,
+    .backward = xfa_cuda_backward_enqueue,
     .decode = xfa_cuda_decode,
     .merge = xfa_cuda_merge_partials,
 };

@@ -113,6 +113,8 @@ xfa_status xfa_cuda_describe(int device, xfa_device_info *info, char *msg)
     info->dtypes = (1u << XFA_DTYPE_F32) | (1u << XFA_DTYPE_F16) | (1u << XFA_DTYPE_BF16);
     info->features = XFA_FEATURE_CAUSAL | XFA_FEATURE_LSE | XFA_FEATURE_GQA | XFA_FEATURE_SEQLEN_QK_DIFFER |
                      XFA_FEATURE_ENGINE_HANDLES;
+    info->features |= XFA_FEATURE_WINDOW | XFA_FEATURE_SOFTCAP | XFA_FEATURE_ALIBI | XFA_FEATURE_BIAS | XFA_FEATURE_VARLEN;
+    info->features |= XFA_FEATURE_BACKWARD; /* cuda_backward.c */
     info->features |= XFA_FEATURE_DECODE | XFA_FEATURE_PAGED_KV | XFA_FEATURE_MERGE; /* cuda_decode.c */
     /* The path f16/bf16 take (f32 always runs the generic kernel). */
     const char *path = !xfa_cuda_mma_available(prop.major)                  ? "generic"

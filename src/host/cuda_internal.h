@@ -18,6 +18,9 @@ typedef struct cuda_context {
     int cc_major, cc_minor;
     bool sm90;                   /* the Hopper path is built and this is a major-9 device */
     xfa_plan_limits limits;      /* M = sharedMemPerBlockOptin (possibly capped, XFA_CUDA_LOCAL_MEM_LIMIT) */
+    void *backward_scratch;      /* the backward's delta rows when the caller gives no scratch (cuda_backward.c) */
+    size_t backward_scratch_bytes;
+    bool backward_scratch_pooled; /* from cudaMallocAsync: freed on the stream */
     void *decode_scratch;        /* decode partials and merge running results (cuda_decode.c); grown, kept */
     size_t decode_scratch_bytes;
 } cuda_context;
@@ -42,6 +45,10 @@ bool xfa_cuda_sm90_built(void);
 /* cuda_backend.c: fills ctx->info and cu's device fields once cu->device and cu->stream are set. */
 xfa_status xfa_cuda_context_init(xfa_context *ctx, cuda_context *cu);
 void xfa_cuda_context_free(cuda_context *cu);
+
+/* cuda_backward.c: the backward slot, and the release of its scratch (stream-ordered). */
+xfa_status xfa_cuda_backward_enqueue(xfa_context *ctx, const xfa_backward_args *args);
+void xfa_cuda_backward_release(cuda_context *cu);
 
 /* Failure from a CUDA call: out-of-memory gets its own status, the rest XFA_ERROR_BACKEND_FAILURE. */
 xfa_status xfa_cuda_fail(xfa_context *ctx, const char *what, cudaError_t err);

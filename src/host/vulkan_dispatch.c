@@ -87,10 +87,12 @@ xfa_status xfa_vk_describe(xfa_context *ctx, const char *name, const xfa_tensor 
 
 void xfa_vk_strides(const xfa_tensor *t, uint32_t *out, int n) { strides(t, out, n); }
 
-bool xfa_vk_vec4_ok(uint32_t base, const uint32_t stride[4])
+bool xfa_vk_vec_ok(uint32_t base, const uint32_t stride[4], uint32_t n)
 {
-    return stride[3] == 1 && base % 4 == 0 && stride[0] % 4 == 0 && stride[1] % 4 == 0 && stride[2] % 4 == 0;
+    return stride[3] == 1 && base % n == 0 && stride[0] % n == 0 && stride[1] % n == 0 && stride[2] % n == 0;
 }
+
+bool xfa_vk_vec4_ok(uint32_t base, const uint32_t stride[4]) { return xfa_vk_vec_ok(base, stride, 4); }
 
 /* The extra arguments and descriptors 5..9 of a call with features beyond causal. */
 static xfa_status describe_features(xfa_context *ctx, VkCommandBuffer cmd, const xfa_forward_args *a,
@@ -182,7 +184,8 @@ xfa_status xfa_vk_record_forward(xfa_context *ctx, VkCommandBuffer cmd, const xf
     VkPipeline pipeline;
     const bool vec4 = xfa_vk_vec4_ok(push.q_base, push.q_stride) && xfa_vk_vec4_ok(push.k_base, push.k_stride) &&
                       xfa_vk_vec4_ok(push.v_base, push.v_stride);
-    if ((st = xfa_vk_pipeline_get(ctx, a, vec4, &pipeline))) return st;
+    const bool vec8 = xfa_vk_vec_ok(push.k_base, push.k_stride, 8) && xfa_vk_vec_ok(push.v_base, push.v_stride, 8);
+    if ((st = xfa_vk_pipeline_get(ctx, a, vec4, vec8, &pipeline))) return st;
     VkWriteDescriptorSet writes[VK_BINDINGS];
     for (uint32_t i = 0; i < VK_BINDINGS; i++) {
         const VkWriteDescriptorSet w = {

@@ -48,7 +48,8 @@ typedef struct vk_pipeline_key {
     uint32_t head_dim, Br, Bc, threads_per_row, dtype;
     uint32_t causal, has_lse;
     uint32_t window, softcap, alibi, bias, varlen; /* specialization ids 9..13 of both shaders */
-    uint32_t vec4;                                 /* id 14, scalar path: q, k, v loaded 4 elements at a time */
+    uint32_t vec4;                                 /* id 14: q, k, v loaded 4 elements at a time (scalar path),
+                                                    * k, v 8 at a time (coopmat path) */
 } vk_pipeline_key;
 
 enum { VK_PATH_SCALAR = 0, VK_PATH_COOPMAT = 1 };
@@ -183,7 +184,7 @@ void xfa_vk_pipelines_release(vk_context *vk);
 xfa_status xfa_vk_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan);
 xfa_status xfa_vk_plan_check(xfa_context *ctx, xfa_plan *plan);
 /* The pipeline for a validated call, made (and cached) on first use. */
-xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, bool vec4, VkPipeline *out);
+xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, bool vec4, bool vec8, VkPipeline *out);
 uint32_t xfa_vk_threads_per_row(const vk_context *vk);
 /* The scalar path's plan (and its row multiple: whole subgroups per work-group), whatever path f16 takes. */
 xfa_status xfa_vk_scalar_plan(xfa_context *ctx, uint32_t head_dim, xfa_dtype dtype, xfa_plan *plan,
@@ -203,6 +204,8 @@ xfa_status xfa_vk_describe(xfa_context *ctx, const char *name, const xfa_tensor 
 /* Whether a view given as base + 4 element strides can be read 4 elements per load:
  * unit head-dim stride, every row start a multiple of 4 elements. */
 bool xfa_vk_vec4_ok(uint32_t base, const uint32_t stride[4]);
+/* The same for n-element loads (unit d stride; base and other strides multiples of n). */
+bool xfa_vk_vec_ok(uint32_t base, const uint32_t stride[4], uint32_t n);
 /* Element strides of the first n dimensions (0 for a dimension of size 1). */
 void xfa_vk_strides(const xfa_tensor *t, uint32_t *out, int n);
 /* A view's descriptor, then its base and four strides into out[0..4]. */

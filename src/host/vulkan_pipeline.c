@@ -277,7 +277,7 @@ xfa_status xfa_vk_pipeline_spec(xfa_context *ctx, uint32_t shader, const uint32_
     return XFA_SUCCESS;
 }
 
-static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a, bool vec4)
+static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a, bool vec4, bool vec8)
 {
     vk_pipeline_key key;
     memset(&key, 0, sizeof key);
@@ -294,7 +294,7 @@ static vk_pipeline_key key_for(const vk_context *vk, const xfa_forward_args *a, 
     key.alibi = a->has_alibi;
     key.bias = !a->has_bias ? 0 : a->bias.dtype == XFA_DTYPE_F32 ? 1 : 2;
     key.varlen = a->varlen;
-    key.vec4 = key.path == VK_PATH_SCALAR && vec4;
+    key.vec4 = key.path == VK_PATH_SCALAR ? vec4 : vec8;
     return key;
 }
 
@@ -319,8 +319,8 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
                                 key->bias,
                                 key->varlen ? VK_TRUE : VK_FALSE,
                                 key->vec4 ? VK_TRUE : VK_FALSE};
-    /* ids 9..13 (the features) are in both shaders, 14 (4-element loads) in the scalar one */
-    const uint32_t n_values = coop ? 14 : 15;
+    /* ids 9..13 (the features) and 14 (wide loads) are in both shaders */
+    const uint32_t n_values = 15;
     VkSpecializationMapEntry entries[15];
     for (uint32_t i = 0; i < n_values; i++) {
         const VkSpecializationMapEntry e = {i, i * 4, 4};
@@ -348,10 +348,10 @@ static xfa_status make_pipeline(xfa_context *ctx, const vk_pipeline_key *key, Vk
     return XFA_SUCCESS;
 }
 
-xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, bool vec4, VkPipeline *out)
+xfa_status xfa_vk_pipeline_get(xfa_context *ctx, const xfa_forward_args *args, bool vec4, bool vec8, VkPipeline *out)
 {
     vk_context *vk = ctx->impl;
-    const vk_pipeline_key key = key_for(vk, args, vec4);
+    const vk_pipeline_key key = key_for(vk, args, vec4, vec8);
     for (size_t i = 0; i < vk->n_pipelines; i++)
         if (memcmp(&vk->pipelines[i].key, &key, sizeof key) == 0) {
             *out = vk->pipelines[i].pipeline;

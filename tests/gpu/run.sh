@@ -42,6 +42,7 @@ step test_cuda_interop 120 "$build/tests/test_cuda_interop"
 step forward 300 "$build/tests/test_forward" cuda
 step forward_generic 300 env XFA_CUDA_PATH=generic "$build/tests/test_forward" cuda
 step forward_mma 300 env XFA_CUDA_PATH=mma.sync "$build/tests/test_forward" cuda
+step cuda_features 600 "$build/tests/test_cuda_features"
 step backward 120 "$build/tests/test_backward" cuda
 step decode 120 "$build/tests/test_decode" cuda
 step threads 120 "$build/tests/test_threads" cuda
