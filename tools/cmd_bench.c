@@ -166,8 +166,7 @@ int cli_bench(const cli_options *o)
         printf("{\"backend\":\"%s\",\"device\":\"%s\",\"path\":\"%s\",\"timing\":\"%s\",\"results\":[",
                xfa_backend_name(info.backend), info.name, info.path, cli_timer_method(ctx));
     else {
-        printf("xfa bench%s: %s on %s (%s path), %s, D=%lld, %s, %lld tokens, %d warm-up + %d timed calls (%s)
-",
+        printf("xfa bench%s: %s on %s (%s path), %s, D=%lld, %s, %lld tokens, %d warm-up + %d timed calls (%s)\n",
                o->backward ? " --backward" : "", xfa_backend_name(info.backend), info.name, path,
                xfa_dtype_name(o->dtype), (long long)o->dim, o->causal ? "causal" : "non-causal", (long long)tokens,
                o->warmup, o->iters, cli_timer_method(ctx));
