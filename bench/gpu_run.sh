@@ -9,7 +9,7 @@
 #
 # Run from the source root on the GPU machine with a build carried from the development machine.
 # Source .device/prelude.sh first when OpenCL/Vulkan loaders must be brought (../shared/device).
-# Logs and results go to $OUT (default ./gpu-out), packed as gpu_run.tar.gz plus the table,
+# DTYPES, DIMS, SEQLENS and ITERS override the sweep. Logs and results go to $OUT (default ./gpu-out), packed as gpu_run.tar.gz plus the table,
 # CSV and chart (the device tool returns only a few files).
 set -u
 B=${1:?usage: gpu_run.sh <build-dir> [tests|bench|all] [quick]}
@@ -72,7 +72,7 @@ fi
 if [ "$WHAT" != tests ]; then
     if [ -n "$QUICK" ]; then dtypes="f16" dims="64 128" seqlens=1024,4096,16384 iters=5
     else dtypes="f16 bf16" dims="64 128 256" seqlens=512,1024,2048,4096,8192,16384 iters=10; fi
-    dtypes=${DTYPES:-$dtypes} dims=${DIMS:-$dims} seqlens=${SEQLENS:-$seqlens}   # the environment may narrow the grid
+    dtypes=${DTYPES:-$dtypes} dims=${DIMS:-$dims} seqlens=${SEQLENS:-$seqlens} iters=${ITERS:-$iters}   # the environment may narrow the grid
     csv="$OUT/bench.csv"
     echo "backend,device,path,dtype,head_dim,causal,batch,seqlen,heads,median_ms,min_ms,tflops,gbps" > "$csv"
     for entry in $BACKENDS; do
