@@ -43,22 +43,6 @@ namespace bwd {
 
 constexpr float LOG2E = 1.4426950408889634f;
 
-/* ROWS x D tile, rows first..first+ROWS-1 of src (zeros past `limit`), into smem rows padded to D + PAD. */
-template <int ROWS, int D, int THREADS, typename T>
-__device__ __forceinline__ void load_rows_async(T *dst, const T *src, int64_t row_stride, int first, int limit, int tid)
-{
-    constexpr int CHUNKS = D / 8, ROW = D + XFA_BWD_PAD;
-    static_assert(ROWS * CHUNKS % THREADS == 0, "tile chunks must split evenly over the threads");
-#pragma unroll
-    for (int it = 0; it < ROWS * CHUNKS / THREADS; ++it) {
-        const int i = tid + it * THREADS;
-        const int r = i / CHUNKS, c = i % CHUNKS;
-        const bool ok = first + r < limit;
-        const T *s = src + (ok ? (int64_t)(first + r) * row_stride : 0) + c * 8;
-        cp_async_16(smem_addr(dst + r * ROW + c * 8), s, ok ? 16 : 0);
-    }
-}
-
 /* The m16k16 A fragment of rows row0.. of a row-major [row][k] tile at column k0. */
 template <int ROW, typename T> __device__ __forceinline__ void load_a(uint32_t a[4], const T *tile, int row0, int k0, int lane)
 {
@@ -148,8 +132,8 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_bod
         const int h = hk * group + it / q_blocks, q0 = row_begin + it % q_blocks * Br;
         const T *q = static_cast<const T *>(p.q) + b * p.q_stride[0] + h * p.q_stride[2];
         const T *d_o = static_cast<const T *>(p.d_o) + b * p.do_stride[0] + h * p.do_stride[2];
-        load_rows_async<Br, D, THREADS>(Q_tile + s * Br * ROW, q, p.q_stride[1], q0, seqlen_q, tid);
-        load_rows_async<Br, D, THREADS>(dO_tile + s * Br * ROW, d_o, p.do_stride[1], q0, seqlen_q, tid);
+        load_rows_async<Br, D, XFA_BWD_PAD, THREADS>(Q_tile + s * Br * ROW, q, p.q_stride[1], q0, seqlen_q, tid);
+        load_rows_async<Br, D, XFA_BWD_PAD, THREADS>(dO_tile + s * Br * ROW, d_o, p.do_stride[1], q0, seqlen_q, tid);
         for (int r = tid; r < Br; r += THREADS) {
             lse_s[s * Br + r] = lse_log2(p, b, h, q0 + r);
             D_s[s * Br + r] = delta_of(p, b, h, q0 + r);
@@ -158,8 +142,8 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_bod
 
     const T *k = static_cast<const T *>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
     const T *v = static_cast<const T *>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
-    load_rows_async<Bc, D, THREADS>(K_tile, k, p.k_stride[1], col0, seqlen_k, tid);
-    load_rows_async<Bc, D, THREADS>(V_tile, v, p.v_stride[1], col0, seqlen_k, tid);
+    load_rows_async<Bc, D, XFA_BWD_PAD, THREADS>(K_tile, k, p.k_stride[1], col0, seqlen_k, tid);
+    load_rows_async<Bc, D, XFA_BWD_PAD, THREADS>(V_tile, v, p.v_stride[1], col0, seqlen_k, tid);
     if (n_steps > 0) load_step(0, 0);
     cp_async_commit();
 
@@ -326,11 +310,11 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body
     const T *d_o = static_cast<const T *>(p.d_o) + b * p.do_stride[0] + h * p.do_stride[2];
     const T *k = static_cast<const T *>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
     const T *v = static_cast<const T *>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
-    load_rows_async<Br, D, THREADS>(Q_tile, q, p.q_stride[1], row0, seqlen_q, tid);
-    load_rows_async<Br, D, THREADS>(dO_tile, d_o, p.do_stride[1], row0, seqlen_q, tid);
+    load_rows_async<Br, D, XFA_BWD_PAD, THREADS>(Q_tile, q, p.q_stride[1], row0, seqlen_q, tid);
+    load_rows_async<Br, D, XFA_BWD_PAD, THREADS>(dO_tile, d_o, p.do_stride[1], row0, seqlen_q, tid);
     if (n_blocks > 0) {
-        load_rows_async<Bc, D, THREADS>(K_tile, k, p.k_stride[1], 0, seqlen_k, tid);
-        load_rows_async<Bc, D, THREADS>(V_tile, v, p.v_stride[1], 0, seqlen_k, tid);
+        load_rows_async<Bc, D, XFA_BWD_PAD, THREADS>(K_tile, k, p.k_stride[1], 0, seqlen_k, tid);
+        load_rows_async<Bc, D, XFA_BWD_PAD, THREADS>(V_tile, v, p.v_stride[1], 0, seqlen_k, tid);
     }
     cp_async_commit();
 
@@ -370,8 +354,8 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body
         cp_async_wait_all();
         __syncthreads(); /* stage s is in; every warp is done with stage s ^ 1 */
         if (j + 1 < n_blocks) {
-            load_rows_async<Bc, D, THREADS>(K_tile + (s ^ 1) * Bc * ROW, k, p.k_stride[1], col0 + Bc, seqlen_k, tid);
-            load_rows_async<Bc, D, THREADS>(V_tile + (s ^ 1) * Bc * ROW, v, p.v_stride[1], col0 + Bc, seqlen_k, tid);
+            load_rows_async<Bc, D, XFA_BWD_PAD, THREADS>(K_tile + (s ^ 1) * Bc * ROW, k, p.k_stride[1], col0 + Bc, seqlen_k, tid);
+            load_rows_async<Bc, D, XFA_BWD_PAD, THREADS>(V_tile + (s ^ 1) * Bc * ROW, v, p.v_stride[1], col0 + Bc, seqlen_k, tid);
         }
         cp_async_commit();
         const T *Ks = K_tile + s * Bc * ROW, *Vs = V_tile + s * Bc * ROW;

@@ -44,6 +44,23 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, int s
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+
+/* ROWS x D tile of 16-bit elements, rows first..first+ROWS-1 of src (zeros from `limit` on), into shared
+ * memory rows padded to D + PAD elements, 16 bytes per cp.async; complete after cp_async_wait_all. */
+template <int ROWS, int D, int PAD, int THREADS, typename T>
+__device__ __forceinline__ void load_rows_async(T *dst, const T *src, int64_t row_stride, int first, int limit, int tid)
+{
+    constexpr int CHUNKS = D / 8, ROW = D + PAD;
+    static_assert(ROWS * CHUNKS % THREADS == 0, "tile chunks must split evenly over the threads");
+#pragma unroll
+    for (int it = 0; it < ROWS * CHUNKS / THREADS; ++it) {
+        const int i = tid + it * THREADS;
+        const int r = i / CHUNKS, c = i % CHUNKS;
+        const bool ok = first + r < limit;
+        const T *s = src + (ok ? (int64_t)(first + r) * row_stride : 0) + c * 8;
+        cp_async_16(smem_addr(dst + r * ROW + c * 8), s, ok ? 16 : 0);
+    }
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 

@@ -40,22 +40,6 @@ __device__ __forceinline__ float fast_exp2(float x)
     return y;
 }
 
-/* ROWS x D tile, rows first..first+ROWS-1 of src (zeros past `limit`), into smem rows padded to D + PAD. */
-template <int ROWS, int D, int THREADS, typename T>
-__device__ __forceinline__ void load_tile(T *dst, const T *src, int64_t row_stride, int first, int limit, int tid)
-{
-    constexpr int CHUNKS = D / 8, ROW = D + XFA_MMA_PAD;
-    static_assert(ROWS * CHUNKS % THREADS == 0, "tile chunks must split evenly over the threads");
-#pragma unroll
-    for (int it = 0; it < ROWS * CHUNKS / THREADS; ++it) {
-        const int i = tid + it * THREADS;
-        const int r = i / CHUNKS, c = i % CHUNKS;
-        const bool ok = first + r < limit;
-        const T *s = src + (ok ? (int64_t)(first + r) * row_stride : 0) + c * 8;
-        cp_async_16(smem_addr(dst + r * ROW + c * 8), s, ok ? 16 : 0);
-    }
-}
-
 /*
  * EXTRAS: windows, softcap, ALiBi, bias or packed sequences (one instantiation per head dim and
  * dtype, with CAUSAL false and causal read at run time as a window's right edge of 0). The
@@ -125,8 +109,8 @@ __device__ __forceinline__ void mma_forward_body(const xfa_cuda_forward &p)
     score_extras<T> extra = {};
     if constexpr (EXTRAS) extra = score_extras_of<T>(p, b, h);
 
-    load_tile<Br, D, THREADS>(Q_tile, q, p.q_stride[1], row0, seqlen_q, tid);
-    if (n_blocks > 0) load_tile<Bc, D, THREADS>(K_tile, k, p.k_stride[1], key_begin, kv_limit, tid);
+    load_rows_async<Br, D, XFA_MMA_PAD, THREADS>(Q_tile, q, p.q_stride[1], row0, seqlen_q, tid);
+    if (n_blocks > 0) load_rows_async<Bc, D, XFA_MMA_PAD, THREADS>(K_tile, k, p.k_stride[1], key_begin, kv_limit, tid);
     cp_async_commit();
 
     const float scale_log2 = p.scale * 1.4426950408889634f;
@@ -161,7 +145,7 @@ __device__ __forceinline__ void mma_forward_body(const xfa_cuda_forward &p)
         const int col0 = key_begin + j * Bc;
         cp_async_wait_all();
         __syncthreads(); /* K_j is in; every warp is done with V_{j-1} */
-        load_tile<Bc, D, THREADS>(V_tile, v, p.v_stride[1], col0, kv_limit, tid);
+        load_rows_async<Bc, D, XFA_MMA_PAD, THREADS>(V_tile, v, p.v_stride[1], col0, kv_limit, tid);
         cp_async_commit();
 
         /* With extras: whether some row of this warp sees a key of the block (else the warp only
@@ -277,7 +261,7 @@ __device__ __forceinline__ void mma_forward_body(const xfa_cuda_forward &p)
 
         cp_async_wait_all();
         __syncthreads(); /* V_j is in; every warp is done with K_j */
-        if (j + 1 < n_blocks) load_tile<Bc, D, THREADS>(K_tile, k, p.k_stride[1], col0 + Bc, kv_limit, tid);
+        if (j + 1 < n_blocks) load_rows_async<Bc, D, XFA_MMA_PAD, THREADS>(K_tile, k, p.k_stride[1], col0 + Bc, kv_limit, tid);
         cp_async_commit();
 
         if (!warp_sees) continue; /* P is 0 for all of this warp's rows: acc stays */
