@@ -73,6 +73,58 @@ template <typename T> __device__ __forceinline__ void c_to_a(uint32_t a[4], cons
     a[3] = pack2<T>(c1[2], c1[3]);
 }
 
+/*
+ * Both products the kernels need per block, sharing one walk over the head dim: x += A1·B1ᵀ and
+ * y += A2·B2ᵀ for this warp's MT m16 tiles by N n8 tiles (S and dP, or their transposes). A comes
+ * from the fragments kept in registers (IN_REGS) or else from the row-major tiles A1/A2 (this
+ * warp's rows start at warp*MT*16); B from the [n][k] tiles B1/B2.
+ */
+template <int MT, int N, int KD, int ROW, bool IN_REGS, typename T, int FM, int FK>
+__device__ __forceinline__ void two_products(float (&x)[MT][N][4], float (&y)[MT][N][4],
+                                             const uint32_t (&a1_frag)[FM][FK][4], const uint32_t (&a2_frag)[FM][FK][4],
+                                             const T *A1, const T *A2, const T *B1, const T *B2, int warp, int lane)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[mt][nt][e] = y[mt][nt][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+        uint32_t a1[MT][4], a2[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (IN_REGS) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    a1[mt][e] = a1_frag[IN_REGS ? mt : 0][IN_REGS ? kk : 0][e];
+                    a2[mt][e] = a2_frag[IN_REGS ? mt : 0][IN_REGS ? kk : 0][e];
+                }
+            } else {
+                load_a<ROW>(a1[mt], A1, (warp * MT + mt) * 16, kk * 16, lane);
+                load_a<ROW>(a2[mt], A2, (warp * MT + mt) * 16, kk * 16, lane);
+            }
+        }
+#pragma unroll
+        for (int np = 0; np < N / 2; ++np) {
+            uint32_t b1[4], b2[4];
+            load_b<ROW>(b1, B1, np * 16, kk * 16, lane);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_16816<T>(x[mt][2 * np], a1[mt], b1[0], b1[1]);
+                mma_16816<T>(x[mt][2 * np + 1], a1[mt], b1[2], b1[3]);
+            }
+            load_b<ROW>(b2, B2, np * 16, kk * 16, lane);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_16816<T>(y[mt][2 * np], a2[mt], b2[0], b2[1]);
+                mma_16816<T>(y[mt][2 * np + 1], a2[mt], b2[2], b2[3]);
+            }
+        }
+    }
+}
+
 /* lse in log2 units as the kernels use it: +inf where P must be 0 (row past the end, or a row that saw no key). */
 __device__ __forceinline__ float lse_log2(const xfa_cuda_backward &p, int b, int h, int i)
 {
@@ -181,45 +233,7 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_bod
         const int q0 = row_begin + it % q_blocks * Br;
 
         float st[MT][NQ][4], dpt[MT][NQ][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NQ; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) st[mt][nt][e] = dpt[mt][nt][e] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KD; ++kk) {
-            uint32_t a_k[MT][4], a_v[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                if constexpr (KV_IN_REGS) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        a_k[mt][e] = k_frag[KV_IN_REGS ? mt : 0][KV_IN_REGS ? kk : 0][e];
-                        a_v[mt][e] = v_frag[KV_IN_REGS ? mt : 0][KV_IN_REGS ? kk : 0][e];
-                    }
-                } else {
-                    load_a<ROW>(a_k[mt], K_tile, (warp * MT + mt) * 16, kk * 16, lane);
-                    load_a<ROW>(a_v[mt], V_tile, (warp * MT + mt) * 16, kk * 16, lane);
-                }
-            }
-#pragma unroll
-            for (int np = 0; np < NQ / 2; ++np) {
-                uint32_t bq[4], bo[4];
-                load_b<ROW>(bq, Qs, np * 16, kk * 16, lane);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816<T>(st[mt][2 * np], a_k[mt], bq[0], bq[1]);
-                    mma_16816<T>(st[mt][2 * np + 1], a_k[mt], bq[2], bq[3]);
-                }
-                load_b<ROW>(bo, dOs, np * 16, kk * 16, lane);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816<T>(dpt[mt][2 * np], a_v[mt], bo[0], bo[1]);
-                    mma_16816<T>(dpt[mt][2 * np + 1], a_v[mt], bo[2], bo[3]);
-                }
-            }
-        }
+        two_products<MT, NQ, KD, ROW, KV_IN_REGS>(st, dpt, k_frag, v_frag, K_tile, V_tile, Qs, dOs, warp, lane);
 
         /* Pᵀ and dSᵀ in place; the causal test only where this warp's keys cross the block's diagonal. */
         const bool crosses = CAUSAL && warp_key0 + 16 * MT - 1 > q0 + diag;
@@ -361,45 +375,7 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body
         const T *Ks = K_tile + s * Bc * ROW, *Vs = V_tile + s * Bc * ROW;
 
         float sc[MT][NK][4], dp[MT][NK][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NK; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) sc[mt][nt][e] = dp[mt][nt][e] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KD; ++kk) {
-            uint32_t a_q[MT][4], a_do[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                if constexpr (Q_IN_REGS) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        a_q[mt][e] = q_frag[Q_IN_REGS ? mt : 0][Q_IN_REGS ? kk : 0][e];
-                        a_do[mt][e] = do_frag[Q_IN_REGS ? mt : 0][Q_IN_REGS ? kk : 0][e];
-                    }
-                } else {
-                    load_a<ROW>(a_q[mt], Q_tile, (warp * MT + mt) * 16, kk * 16, lane);
-                    load_a<ROW>(a_do[mt], dO_tile, (warp * MT + mt) * 16, kk * 16, lane);
-                }
-            }
-#pragma unroll
-            for (int np = 0; np < NK / 2; ++np) {
-                uint32_t bk[4], bv[4];
-                load_b<ROW>(bk, Ks, np * 16, kk * 16, lane);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816<T>(sc[mt][2 * np], a_q[mt], bk[0], bk[1]);
-                    mma_16816<T>(sc[mt][2 * np + 1], a_q[mt], bk[2], bk[3]);
-                }
-                load_b<ROW>(bv, Vs, np * 16, kk * 16, lane);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816<T>(dp[mt][2 * np], a_do[mt], bv[0], bv[1]);
-                    mma_16816<T>(dp[mt][2 * np + 1], a_do[mt], bv[2], bv[3]);
-                }
-            }
-        }
+        two_products<MT, NK, KD, ROW, Q_IN_REGS>(sc, dp, q_frag, do_frag, Q_tile, dO_tile, Ks, Vs, warp, lane);
 
         /* dS in place of S; masks only where the block crosses the end of K or this warp's diagonal. */
         const bool masked = col0 + Bc > seqlen_k || (CAUSAL && col0 + Bc - 1 > warp_row0 + diag);
