@@ -34,7 +34,8 @@ xfa_context *cli_open(const cli_options *opts);
 double cli_now(void);
 /* 4·D·(query, key) pairs the mask leaves visible, per batch and head: FLOPs that scale with a window. */
 double cli_attention_flops(const cli_options *o, int64_t batch, int64_t heads, int64_t seqlen_q, int64_t seqlen_k);
-/* cli_measure.c: random values in [-1, 1) of dtype into buf's first count elements. */
+/* cli_measure.c: random values in [-1, 1) of dtype into buf's first count elements (one 4M-element
+ * slice repeated: for timing, not for checking). */
 xfa_status cli_fill_random(xfa_buffer *buf, xfa_dtype dtype, size_t count, uint64_t seed);
 /* Times call(arg): `warmup` calls each followed by a wait, then `iters` samples of as many calls back
  * to back as fill about sample_s (so a GPU wait's latency is not what gets timed) and one wait;
