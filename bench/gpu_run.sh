@@ -62,6 +62,9 @@ if [ "$WHAT" != bench ]; then
             [ -n "$QUICK" ] && [[ "$t" != *features* ]] && continue
             [ -x "$t" ] && step "$(basename "$t")" 300 "$t" "$idx"
         done
+        # The OpenCL tensor-core kernel's second shape (32 rows per warp, opt-in) on the real tensor cores.
+        [ "$be" = opencl ] && [ -x "$B/tests/test_opencl_mma" ] &&
+            step test_opencl_mma_wide 300 env XFA_OPENCL_PATH=mma.sync-wide "$B/tests/test_opencl_mma" "$idx"
     done
     if [ -x "$B/tools/xfa" ] && [ -z "$QUICK" ]; then
         step crosscheck 300 "$B/tools/xfa" crosscheck --cases 24
@@ -83,6 +86,14 @@ if [ "$WHAT" != tests ]; then
                 tail -n +2 >> "$csv"
         done; done; done
         echo "bench $be: $(grep -c "^$be," "$csv") points" | tee -a "$LOGS/summary.txt"
+        # The OpenCL tensor-core kernel's 32-rows-per-warp shape (XFA_OPENCL_PATH=mma.sync-wide) as its own column.
+        if [ "$be" = opencl ] && grep -q "^opencl,.*mma.sync" "$csv"; then
+            for dtype in $dtypes; do for d in $dims; do for causal in "" --causal; do
+                XFA_OPENCL_PATH=mma.sync-wide timeout -k 5 300 "$B/tools/xfa" bench --backend opencl --device "$idx" \
+                    --dtype "$dtype" --dim "$d" $causal --seqlens "$seqlens" --tokens 16384 --iters "$iters" --csv \
+                    2>> "$LOGS/bench_opencl_wide.log" | tail -n +2 | sed 's/^opencl,/opencl-wide,/' >> "$csv"
+            done; done; done
+        fi
         # On Hopper the CUDA backend runs the wgmma kernel; its mma.sync kernel (Ampere-class) as a column too.
         if [ "$be" = cuda ] && grep -q "^cuda,.*wgmma" "$csv"; then
             for dtype in $dtypes; do for d in $dims; do for causal in "" --causal; do

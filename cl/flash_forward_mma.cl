@@ -3,8 +3,9 @@
  * through inline PTX (mma.sync.m16n8k16, f16 or bf16 inputs, f32 accumulate)
  * in OpenCL C. f16/bf16 storage only (f32 takes the portable kernel).
  *
- * One warp (32 consecutive work-items) owns 16 query rows; a work-group of
- * BR / 16 warps owns BR rows of one (batch, head). Per warp, as in FA2:
+ * One warp (32 consecutive work-items) owns MT m16 tiles of query rows (16 or 32
+ * rows); a work-group of BR / (16 MT) warps owns BR rows of one (batch, head).
+ * Per warp, as in FA2:
  *   - Q stays in registers as mma A fragments (D/16 k-steps x 4 words);
  *   - S = Q K^T for a block of BC keys: BC/8 n-tiles of m16n8 f32 fragments,
  *     B fragments read from the K tile in local memory;
@@ -33,7 +34,9 @@
  * arguments, same rules): they act on the S fragments element by element, each
  * element knowing its row (my_rows) and key.
  *
- * Build options: -DD= -DBR= -DBC= -DPAD= -DTHREADS_PER_ROW=2 -DXFA_DTYPE_F16|BF16 [-DXFA_MMA_EMULATE]
+ * Build options: -DD= -DBR= -DBC= -DPAD= -DTHREADS_PER_ROW=2|1 -DXFA_DTYPE_F16|BF16 [-DXFA_MMA_EMULATE]
+ * THREADS_PER_ROW 1 ("mma.sync-wide") gives each warp 32 rows (two m16 tiles), so every K/V fragment
+ * read from local memory feeds two mma instead of one, at twice the registers for Q, S and O.
  */
 
 /* Full unrolling keeps the fragment arrays in registers on the GPU; the emulated build (tests
@@ -45,7 +48,9 @@
 #endif
 
 #define DP (D + PAD)
-#define WARPS (BR / 16)
+#define MT (2 / THREADS_PER_ROW) /* m16 tiles per warp: 1 (16 rows, THREADS_PER_ROW 2) or 2 (32 rows, 1) */
+#define RPL (2 * MT)              /* rows per lane: g and g + 8 of each m16 tile */
+#define WARPS (BR / (16 * MT))
 #define WG (WARPS * 32)
 #define KSTEPS (D / 16)   /* k-steps of S = Q K^T */
 #define NTILES (BC / 8)   /* n-tiles of S */
@@ -324,28 +329,33 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
     const int row0 = (int)get_group_id(0) * BR;
     if (row0 >= Sq) return; /* the whole work-group: past this sequence's rows */
     const int block_rows = min(BR, Sq - row0);
-    const int warp_row0 = row0 + warp * 16;
-    const int my_rows[2] = {warp_row0 + g, warp_row0 + g + 8}; /* the two rows this lane holds */
+    const int warp_row0 = row0 + warp * 16 * MT;
+    /* The rows this lane holds: r = 2 mt + hr is row g + 8 hr of the warp's m16 tile mt. */
+    int my_rows[RPL];
+    UNROLL
+    for (int r = 0; r < RPL; r++) my_rows[r] = warp_row0 + (r >> 1) * 16 + g + (r & 1) * 8;
 
     q += q_off + b * q_stride.s0 + q0 * q_stride.s1 + h * q_stride.s2;
     k += k_off + b * k_stride.s0 + k0 * k_stride.s1 + hk * k_stride.s2;
     v += v_off + b * v_stride.s0 + k0 * v_stride.s1 + hk * v_stride.s2;
 
     /* Q as A fragments, straight from global memory (rows past seqlen_q as 0). */
-    uint qa[KSTEPS][4];
+    uint qa[MT][KSTEPS][4];
     UNROLL
-    for (int ks = 0; ks < KSTEPS; ks++)
+    for (int mt = 0; mt < MT; mt++)
         UNROLL
-        for (int i = 0; i < 4; i++) {
-            const int row = my_rows[i & 1];
-            const int col = ks * 16 + 2 * tq + (i >= 2 ? 8 : 0);
-            uint word = 0;
-            if (row < Sq) {
-                const long at = (long)row * q_stride.s1 + col * q_stride.s3;
-                word = (uint)q[at] | ((uint)q[at + q_stride.s3] << 16);
+        for (int ks = 0; ks < KSTEPS; ks++)
+            UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int row = my_rows[2 * mt + (i & 1)];
+                const int col = ks * 16 + 2 * tq + (i >= 2 ? 8 : 0);
+                uint word = 0;
+                if (row < Sq) {
+                    const long at = (long)row * q_stride.s1 + col * q_stride.s3;
+                    word = (uint)q[at] | ((uint)q[at + q_stride.s3] << 16);
+                }
+                qa[mt][ks][i] = word;
             }
-            qa[ks][i] = word;
-        }
 
     /* Row i's diagonal is key i + Sk - Sq; it sees keys diag - window_left .. diag + window_right. */
     const int diag = Sk - Sq;
@@ -353,9 +363,9 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
     if (window_left >= 0) key_begin = max(row0 + diag - window_left, 0);
     if (window_right >= 0) key_end = clamp(row0 + block_rows - 1 + diag + window_right + 1, 0, Sk);
     /* The first and one past the last key each of this lane's rows sees (rows past Sq: none). */
-    int row_begin[2], row_end[2];
+    int row_begin[RPL], row_end[RPL];
     UNROLL
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < RPL; r++) {
         row_begin[r] = window_left >= 0 ? my_rows[r] + diag - window_left : 0;
         row_end[r] = window_right >= 0 ? min(my_rows[r] + diag + window_right + 1, Sk) : Sk;
         if (my_rows[r] >= Sq) row_end[r] = row_begin[r];
@@ -363,13 +373,19 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
     const bool extras = softcap > 0.0f || (flags & (HAS_ALIBI | HAS_BIAS));
     const float slope = (flags & HAS_ALIBI) ? alibi[alibi_off + b * alibi_stride.s0 + h * alibi_stride.s1] : 0.0f;
 
-    float m_i[2] = {-INFINITY, -INFINITY};
-    float l_part[2] = {0.0f, 0.0f}; /* this lane's share of l_i; the quad's shares are summed at the end */
-    float acc[DTILES][4];
+    float m_i[RPL], l_part[RPL]; /* l_part: this lane's share of l_i; the quad's shares are summed at the end */
     UNROLL
-    for (int n = 0; n < DTILES; n++)
+    for (int r = 0; r < RPL; r++) {
+        m_i[r] = -INFINITY;
+        l_part[r] = 0.0f;
+    }
+    float acc[MT][DTILES][4];
+    UNROLL
+    for (int mt = 0; mt < MT; mt++)
         UNROLL
-        for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
+        for (int n = 0; n < DTILES; n++)
+            UNROLL
+            for (int e = 0; e < 4; e++) acc[mt][n][e] = 0.0f;
 
     /* K/V rows start on 8-element (16-byte) boundaries with unit column stride: copy 16 bytes at a time. */
     const bool kv_vec = k_stride.s3 == 1 && v_stride.s3 == 1 && ((k_off | v_off) & 7) == 0 &&
@@ -387,49 +403,62 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
         load_block(V_tile, v, v_stride, col0, key_end, kv_vec, lid);
         copy_commit();
 
-        /* S = Q K^T (raw scores, f32). One ldmatrix gives the B fragments of two k-steps: matrices are
-         * keys n*8.. by dims ks*16 + 0, 8, 16, 24 (KSTEPS is even: D is a multiple of 32). */
-        float s[NTILES][4];
+        /* S = Q K^T (raw scores, f32). One ldmatrix gives the B fragments of two k-steps (matrices:
+         * keys n*8.. by dims ks*16 + 0, 8, 16, 24; KSTEPS is even as D is a multiple of 32), used by
+         * each of the warp's m16 tiles. */
+        float s[MT][NTILES][4];
+        UNROLL
+        for (int mt = 0; mt < MT; mt++)
+            UNROLL
+            for (int n = 0; n < NTILES; n++)
+                UNROLL
+                for (int e = 0; e < 4; e++) s[mt][n][e] = 0.0f;
         UNROLL
         for (int n = 0; n < NTILES; n++) {
-            UNROLL
-            for (int e = 0; e < 4; e++) s[n][e] = 0.0f;
             const int key_row = (n * 8 + (lane & 7)) * DP + (lane >> 3) * 8;
             UNROLL
             for (int ks = 0; ks < KSTEPS; ks += 2) {
                 uint kb[4];
                 ldsm_x4(kb, K_tile, key_row + ks * 16 EMU_ARGS);
-                mma_16816(s[n], qa[ks], kb[0], kb[1] EMU_ARGS);
-                mma_16816(s[n], qa[ks + 1], kb[2], kb[3] EMU_ARGS);
+                UNROLL
+                for (int mt = 0; mt < MT; mt++) {
+                    mma_16816(s[mt][n], qa[mt][ks], kb[0], kb[1] EMU_ARGS);
+                    mma_16816(s[mt][n], qa[mt][ks + 1], kb[2], kb[3] EMU_ARGS);
+                }
             }
         }
 
         /* Scale (and finish with the extras) into the log2 domain, mask, and take each row's max over the quad. */
-        float row_max[2] = {-INFINITY, -INFINITY};
+        float row_max[RPL];
         UNROLL
-        for (int n = 0; n < NTILES; n++)
+        for (int r = 0; r < RPL; r++) row_max[r] = -INFINITY;
+        UNROLL
+        for (int mt = 0; mt < MT; mt++)
             UNROLL
-            for (int e = 0; e < 4; e++) {
-                const int key = col0 + n * 8 + 2 * tq + (e & 1), row = my_rows[e >> 1];
-                float x = -INFINITY;
-                if (key >= row_begin[e >> 1] && key < row_end[e >> 1] && key < col0 + cols) {
-                    x = s[n][e] * q_scale;
-                    if (extras) {
-                        if (softcap > 0.0f) x = softcap * tanh(x / softcap);
-                        x -= slope * fabs((float)(row + diag - key));
-                        if (flags & HAS_BIAS)
-                            x += bias_at(bias, (long)bias_off + b * bias_stride.s0 + (long)row * bias_stride.s1 +
-                                                   h * bias_stride.s2 + (long)key * bias_stride.s3,
-                                         flags & BIAS_F32);
-                        x *= M_LOG2E_F;
+            for (int n = 0; n < NTILES; n++)
+                UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int r = 2 * mt + (e >> 1);
+                    const int key = col0 + n * 8 + 2 * tq + (e & 1), row = my_rows[r];
+                    float x = -INFINITY;
+                    if (key >= row_begin[r] && key < row_end[r] && key < col0 + cols) {
+                        x = s[mt][n][e] * q_scale;
+                        if (extras) {
+                            if (softcap > 0.0f) x = softcap * tanh(x / softcap);
+                            x -= slope * fabs((float)(row + diag - key));
+                            if (flags & HAS_BIAS)
+                                x += bias_at(bias, (long)bias_off + b * bias_stride.s0 + (long)row * bias_stride.s1 +
+                                                       h * bias_stride.s2 + (long)key * bias_stride.s3,
+                                             flags & BIAS_F32);
+                            x *= M_LOG2E_F;
+                        }
                     }
+                    s[mt][n][e] = x;
+                    row_max[r] = fmax(row_max[r], x);
                 }
-                s[n][e] = x;
-                row_max[e >> 1] = fmax(row_max[e >> 1], x);
-            }
-        float alpha[2], m_use[2];
+        float alpha[RPL], m_use[RPL];
         UNROLL
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < RPL; r++) {
             row_max[r] = fmax(row_max[r], shfl_xor(row_max[r], 1 EMU_ARGS));
             row_max[r] = fmax(row_max[r], shfl_xor(row_max[r], 2 EMU_ARGS));
             const float m_new = fmax(m_i[r], row_max[r]);
@@ -440,24 +469,31 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
         }
 
         /* P = exp2(S - m), this lane's part of l, and the rescale of what acc holds. */
-        float row_sum[2] = {0.0f, 0.0f};
+        float row_sum[RPL];
         UNROLL
-        for (int n = 0; n < NTILES; n++)
+        for (int r = 0; r < RPL; r++) row_sum[r] = 0.0f;
+        UNROLL
+        for (int mt = 0; mt < MT; mt++)
             UNROLL
-            for (int e = 0; e < 4; e++) {
-                const float p = fast_exp2(s[n][e] - m_use[e >> 1]);
-                s[n][e] = p;
-                row_sum[e >> 1] += p;
+            for (int n = 0; n < NTILES; n++)
+                UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int r = 2 * mt + (e >> 1);
+                    const float p = fast_exp2(s[mt][n][e] - m_use[r]);
+                    s[mt][n][e] = p;
+                    row_sum[r] += p;
+                }
+        UNROLL
+        for (int r = 0; r < RPL; r++) l_part[r] = l_part[r] * alpha[r] + row_sum[r];
+        UNROLL
+        for (int mt = 0; mt < MT; mt++)
+            UNROLL
+            for (int n = 0; n < DTILES; n++) {
+                acc[mt][n][0] *= alpha[2 * mt];
+                acc[mt][n][1] *= alpha[2 * mt];
+                acc[mt][n][2] *= alpha[2 * mt + 1];
+                acc[mt][n][3] *= alpha[2 * mt + 1];
             }
-        UNROLL
-        for (int r = 0; r < 2; r++) l_part[r] = l_part[r] * alpha[r] + row_sum[r];
-        UNROLL
-        for (int n = 0; n < DTILES; n++) {
-            acc[n][0] *= alpha[0];
-            acc[n][1] *= alpha[0];
-            acc[n][2] *= alpha[1];
-            acc[n][3] *= alpha[1];
-        }
 
         copy_wait_all();
         barrier(CLK_LOCAL_MEM_FENCE); /* V_j is in; every warp is done with K_j */
@@ -465,45 +501,51 @@ xfa_flash_forward_mma(__global const ushort *q, __global const ushort *k, __glob
         copy_commit();
 
         /* O += P V: P's C fragments (n-tiles 2kb, 2kb+1) are the A fragment of keys 16kb..16kb+15.
-         * The B fragments come from ldmatrix.trans, two dim tiles per instruction: matrices are keys
-         * kb*16 + 0 and + 8 by dims n*8, then the same by dims (n+1)*8. */
+         * The B fragments come from ldmatrix.trans, two dim tiles per instruction (matrices: keys
+         * kb*16 + 0 and + 8 by dims n*8, then the same by dims (n+1)*8), used by each m16 tile. */
         UNROLL
         for (int kb = 0; kb < KBLOCKS; kb++) {
-            const uint pa[4] = {pack2(s[2 * kb][0], s[2 * kb][1]), pack2(s[2 * kb][2], s[2 * kb][3]),
-                                pack2(s[2 * kb + 1][0], s[2 * kb + 1][1]), pack2(s[2 * kb + 1][2], s[2 * kb + 1][3])};
+            uint pa[MT][4];
+            UNROLL
+            for (int mt = 0; mt < MT; mt++) {
+                pa[mt][0] = pack2(s[mt][2 * kb][0], s[mt][2 * kb][1]);
+                pa[mt][1] = pack2(s[mt][2 * kb][2], s[mt][2 * kb][3]);
+                pa[mt][2] = pack2(s[mt][2 * kb + 1][0], s[mt][2 * kb + 1][1]);
+                pa[mt][3] = pack2(s[mt][2 * kb + 1][2], s[mt][2 * kb + 1][3]);
+            }
             const int v_row = (kb * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * DP + (lane >> 4) * 8;
             UNROLL
             for (int n = 0; n < DTILES; n += 2) {
                 uint vb[4];
                 ldsm_x4_trans(vb, V_tile, v_row + n * 8 EMU_ARGS);
-                mma_16816(acc[n], pa, vb[0], vb[1] EMU_ARGS);
-                mma_16816(acc[n + 1], pa, vb[2], vb[3] EMU_ARGS);
+                UNROLL
+                for (int mt = 0; mt < MT; mt++) {
+                    mma_16816(acc[mt][n], pa[mt], vb[0], vb[1] EMU_ARGS);
+                    mma_16816(acc[mt][n + 1], pa[mt], vb[2], vb[3] EMU_ARGS);
+                }
             }
         }
     }
 
     /* l_i: the quad's shares together; then O = acc / l (0 for rows that see nothing). */
-    float l_i[2];
-    UNROLL
-    for (int r = 0; r < 2; r++) {
-        l_i[r] = l_part[r] + shfl_xor(l_part[r], 1 EMU_ARGS);
-        l_i[r] += shfl_xor(l_i[r], 2 EMU_ARGS);
-    }
-    const float inv_l[2] = {l_i[0] > 0.0f ? 1.0f / l_i[0] : 0.0f, l_i[1] > 0.0f ? 1.0f / l_i[1] : 0.0f};
     o += o_off + b * o_stride.s0 + q0 * o_stride.s1 + h * o_stride.s2;
     UNROLL
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < RPL; r++) {
+        float l_i = l_part[r] + shfl_xor(l_part[r], 1 EMU_ARGS);
+        l_i += shfl_xor(l_i, 2 EMU_ARGS);
+        const float inv_l = l_i > 0.0f ? 1.0f / l_i : 0.0f;
         if (my_rows[r] >= Sq) continue;
+        const int mt = r >> 1, hr = r & 1;
         __global ushort *o_row = o + (long)my_rows[r] * o_stride.s1;
         UNROLL
         for (int n = 0; n < DTILES; n++) {
-            const uint word = pack2(acc[n][2 * r] * inv_l[r], acc[n][2 * r + 1] * inv_l[r]);
+            const uint word = pack2(acc[mt][n][2 * hr] * inv_l, acc[mt][n][2 * hr + 1] * inv_l);
             const int col = n * 8 + 2 * tq;
             o_row[col * o_stride.s3] = (ushort)(word & 0xffffu);
             o_row[(col + 1) * o_stride.s3] = (ushort)(word >> 16);
         }
         if ((flags & HAS_LSE) && tq == 0)
             lse[lse_off + b * lse_stride.s0 + (q0 + my_rows[r]) * lse_stride.s1 + h * lse_stride.s2] =
-                l_i[r] > 0.0f ? (m_i[r] + log2(l_i[r])) * M_LN2_F : -INFINITY;
+                l_i > 0.0f ? (m_i[r] + log2(l_i)) * M_LN2_F : -INFINITY;
     }
 }

@@ -1,6 +1,7 @@
 /*
  * test_opencl_mma.c - the mma.sync kernel's fragment bookkeeping against the
- * fp64 reference on any OpenCL device. Off NVIDIA the kernel is built with
+ * fp64 reference on any OpenCL device, in the shape XFA_OPENCL_PATH names
+ * (mma.sync by default: 16 rows per warp; mma.sync-wide: 32). Off NVIDIA the kernel is built with
  * XFA_MMA_EMULATE (mma, shuffles and conversions done in OpenCL C with the
  * PTX fragment layouts), so tiles, masks, the P re-packing and the epilogue
  * are checked here; on NVIDIA the same cases run the real tensor cores.
@@ -14,6 +15,12 @@
 #include <string.h>
 
 static xfa_context *ctx;
+static const char *path_name; /* "mma.sync" or "mma.sync-wide" */
+static uint32_t rows_per_warp, bc_max;
+
+/* A tile override for this shape: Br in warps of the same count, Bc within the kernel's maximum. */
+static uint32_t tile_br(uint32_t warps) { return warps * rows_per_warp; }
+static uint32_t tile_bc(uint32_t bc) { return bc < bc_max ? bc : bc_max; }
 
 static void expect_pass(const xfa_test_case *tc)
 {
@@ -27,10 +34,11 @@ START_TEST(test_plan_is_mma)
 {
     xfa_plan plan;
     ck_assert_int_eq(xfa_plan_get(ctx, 128, XFA_DTYPE_F16, &plan), XFA_SUCCESS);
-    ck_assert_str_eq(plan.path, "mma.sync");
-    ck_assert_uint_eq(plan.Br % 16, 0);
+    ck_assert_str_eq(plan.path, path_name);
+    ck_assert_uint_eq(plan.Br % rows_per_warp, 0);
     ck_assert_uint_eq(plan.Bc % 16, 0);
-    ck_assert_uint_eq(plan.workgroup_size, plan.Br * 2);
+    ck_assert_uint_le(plan.Bc, bc_max);
+    ck_assert_uint_eq(plan.workgroup_size, plan.Br / rows_per_warp * 32);
     /* f32 cannot go through f16 tensor cores within its tolerance: it stays portable. */
     ck_assert_int_eq(xfa_plan_get(ctx, 128, XFA_DTYPE_F32, &plan), XFA_SUCCESS);
     ck_assert_str_eq(plan.path, "portable");
@@ -50,12 +58,12 @@ END_TEST
 /* Small and uneven tile overrides: several warps, several K/V blocks, Sq != Sk both ways. */
 START_TEST(test_tiles_and_masks)
 {
-    static const uint32_t tiles[][2] = {{16, 16}, {32, 16}, {48, 32}, {64, 64}};
+    static const uint32_t tiles[][2] = {{1, 16}, {2, 16}, {3, 32}, {4, 64}}; /* warps, Bc */
     static const int64_t lens[][2] = {{70, 70}, {19, 83}, {83, 19}, {1, 1}};
     xfa_test_case tc = xfa_test_case_make(2, lens[_i % 4][0], lens[_i % 4][1], 4, 2, 64, XFA_DTYPE_F16, _i / 4 % 2 == 0,
                                           12000 + (uint64_t)_i);
-    tc.Br = tiles[_i / 2 % 4][0];
-    tc.Bc = tiles[_i / 2 % 4][1];
+    tc.Br = tile_br(tiles[_i / 2 % 4][0]);
+    tc.Bc = tile_bc(tiles[_i / 2 % 4][1]);
     expect_pass(&tc);
 }
 END_TEST
@@ -87,7 +95,7 @@ START_TEST(test_features)
     static const int64_t lens[][2] = {{70, 55}, {40, 90}};
     const xfa_dtype dtype = _i % 2 ? XFA_DTYPE_BF16 : XFA_DTYPE_F16;
     xfa_test_case tc = xfa_test_case_make(2, lens[_i % 2][0], lens[_i % 2][1], 4, 2, 64, dtype, false, 15000 + (uint64_t)_i);
-    tc.Br = 32;
+    tc.Br = tile_br(2);
     tc.Bc = 16;
     tc.window_left = windows[_i / 2 % 4][0];
     tc.window_right = windows[_i / 2 % 4][1];
@@ -108,18 +116,23 @@ START_TEST(test_varlen)
                                           16000 + (uint64_t)_i);
     xfa_test_case_varlen(&tc, 5, seq_q, seq_k);
     tc.window_left = _i / 2 ? 7 : -1;
-    tc.Br = 16;
+    tc.Br = tile_br(1);
     tc.Bc = 32;
     tc.layout = _i % 3 ? XFA_LAYOUT_BSHD : XFA_LAYOUT_BHSD;
     expect_pass(&tc);
 }
 END_TEST
 
-/* Usage: test_opencl_mma [device] (an OpenCL device index as xfa numbers them; 0 by default). */
+/* Usage: test_opencl_mma [device] (an OpenCL device index as xfa numbers them; 0 by default);
+ * XFA_OPENCL_PATH=mma.sync-wide tests the 32-rows-per-warp shape. */
 int main(int argc, char **argv)
 {
     const int device = argc > 1 ? atoi(argv[1]) : 0;
-    setenv("XFA_OPENCL_PATH", "mma.sync", 1);
+    setenv("XFA_OPENCL_PATH", "mma.sync", 0); /* unless the environment asks for mma.sync-wide */
+    const bool wide = strcmp(getenv("XFA_OPENCL_PATH"), "mma.sync-wide") == 0;
+    path_name = wide ? "mma.sync-wide" : "mma.sync";
+    rows_per_warp = wide ? 32 : 16;
+    bc_max = wide ? 32 : 64;
     int count = 0;
     if (xfa_device_count(XFA_BACKEND_OPENCL, &count) != XFA_SUCCESS || count <= device) {
         printf("SKIP: no OpenCL device\n");

@@ -71,6 +71,35 @@ const opencl_path xfa_opencl_path_mma = {
     },
 };
 
+/* The same kernel with each warp on 32 rows (two m16 tiles, THREADS_PER_ROW 1): every K/V fragment
+ * read from local memory feeds two mma instead of one, for twice the registers of Q, S and O (so Bc
+ * stays at 32). Taken only on request (XFA_OPENCL_PATH=mma.sync-wide) until a GPU run says it pays. */
+const opencl_path xfa_opencl_path_mma_wide = {
+    .name = "mma.sync-wide",
+    .source = xfa_cl_flash_forward_mma,
+    .kernel_name = "xfa_flash_forward_mma",
+    .layout = {
+        .path = "mma.sync-wide",
+        .q_elem_bytes = 0,
+        .kv_elem_bytes = 2,
+        .s_elem_bytes = 0,
+        .o_elem_bytes = 0,
+        .row_pad = 8,
+        .stages = 1,
+        .row_state_bytes = 0,
+        .br_multiple = 32,
+        .bc_multiple = 16,
+        .br_max = 128,
+        .bc_max = 32,
+        .threads_per_row = 1, /* a warp of 32 work-items per 32 rows */
+    },
+};
+
+bool xfa_opencl_path_is_mma(const opencl_path *path)
+{
+    return path == &xfa_opencl_path_mma || path == &xfa_opencl_path_mma_wide;
+}
+
 const char *xfa_opencl_error_name(cl_int err)
 {
     switch (err) {
@@ -189,7 +218,7 @@ const opencl_path *xfa_opencl_path_for(const opencl_context *cl, xfa_dtype dtype
 }
 
 /* The mma.sync path needs NVIDIA's compiler (inline PTX) on a tensor-core GPU (sm_80 or later:
- * m16n8k16 f16/bf16 mma); XFA_OPENCL_PATH=portable|mma.sync overrides the choice (mma.sync on
+ * m16n8k16 f16/bf16 mma); XFA_OPENCL_PATH=portable|mma.sync|mma.sync-wide overrides the choice (mma on
  * another vendor runs the emulated build: for tests, not speed). */
 static const opencl_path *choose_path(cl_platform_id platform, cl_device_id device)
 {
@@ -201,6 +230,7 @@ static const opencl_path *choose_path(cl_platform_id platform, cl_device_id devi
     if (nvidia && clGetDeviceInfo(device, XFA_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof cc_major, &cc_major, NULL) != CL_SUCCESS)
         cc_major = 0;
     if (forced && strcasecmp(forced, "mma.sync") == 0) return &xfa_opencl_path_mma;
+    if (forced && strcasecmp(forced, "mma.sync-wide") == 0) return &xfa_opencl_path_mma_wide;
     if (nvidia && cc_major >= 8 && has_extension(device, "cl_nv_device_attribute_query")) return &xfa_opencl_path_mma;
     return &xfa_opencl_path_portable;
 }

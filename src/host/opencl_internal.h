@@ -27,7 +27,7 @@ typedef struct opencl_program {
 
 /* A kernel path: its source, its local-memory layout and its build options. */
 typedef struct opencl_path {
-    const char *name;             /* "portable", "mma.sync" */
+    const char *name;             /* "portable", "mma.sync", "mma.sync-wide" */
     const char *source;           /* embedded OpenCL C */
     const char *kernel_name;
     xfa_tile_layout layout;
@@ -61,6 +61,10 @@ xfa_plan_limits xfa_opencl_limits(const xfa_device_info *info);
 /* The portable path (every device) and the NVIDIA tensor-core path. */
 extern const opencl_path xfa_opencl_path_portable;
 extern const opencl_path xfa_opencl_path_mma;
+/* The tensor-core kernel with 32 rows per warp (opt-in: XFA_OPENCL_PATH=mma.sync-wide). */
+extern const opencl_path xfa_opencl_path_mma_wide;
+/* Whether a path is the tensor-core kernel (either shape). */
+bool xfa_opencl_path_is_mma(const opencl_path *path);
 
 /* The path a dtype runs on this context: mma.sync takes f16/bf16 only. */
 const opencl_path *xfa_opencl_path_for(const opencl_context *cl, xfa_dtype dtype);

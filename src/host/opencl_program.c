@@ -26,9 +26,9 @@ static void build_options(const opencl_context *cl, const opencl_path *path, con
                           size_t size)
 {
     const xfa_tile_layout *L = &path->layout;
-    const bool emulate = path == &xfa_opencl_path_mma && !cl->nvidia;
+    const bool emulate = xfa_opencl_path_is_mma(path) && !cl->nvidia;
     snprintf(out, size, "-cl-std=CL1.2 -DXFA_PATH=%s -DD=%u -DBR=%u -DBC=%u -DPAD=%u -DTHREADS_PER_ROW=%u -D%s%s",
-             path == &xfa_opencl_path_mma ? "mma" : "portable", plan->head_dim, plan->Br, plan->Bc, L->row_pad,
+             xfa_opencl_path_is_mma(path) ? "mma" : "portable", plan->head_dim, plan->Br, plan->Bc, L->row_pad,
              L->threads_per_row ? L->threads_per_row : 1, xfa_opencl_dtype_macro(plan->dtype), emulate ? " -DXFA_MMA_EMULATE" : "");
 }
 
