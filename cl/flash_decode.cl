@@ -68,6 +68,35 @@ static inline long cache_batch(__global const int *block_table, ulong bt_off, lo
     return clamp(block_table[bt_off + b * bt_stride.s0 + (j / page_size) * bt_stride.s1], 0, num_pages - 1);
 }
 
+/* Elements per 16-byte load: 4 f32 or 8 16-bit words. */
+#define VEC (16 / (int)sizeof(store_t))
+
+/* VEC elements p[i .. i+VEC-1] (16-byte aligned, unit stride) as f32 into dst[0 .. VEC-1]: one load
+ * instead of VEC, which is most of what a decode work-group does. */
+static inline void load_vec(__global const store_t *p, long i, __local float *dst)
+{
+#if defined(XFA_DTYPE_F32)
+    const float4 w = *(__global const float4 *)(p + i);
+    dst[0] = w.s0;
+    dst[1] = w.s1;
+    dst[2] = w.s2;
+    dst[3] = w.s3;
+#else
+    const uint4 w4 = *(__global const uint4 *)(p + i);
+    const uint words[4] = {w4.s0, w4.s1, w4.s2, w4.s3};
+    for (int e = 0; e < 4; e++) {
+        const ushort lo = (ushort)(words[e] & 0xffffu), hi = (ushort)(words[e] >> 16);
+#if defined(XFA_DTYPE_F16)
+        dst[2 * e] = vload_half(0, (const __private half *)&lo);
+        dst[2 * e + 1] = vload_half(0, (const __private half *)&hi);
+#else
+        dst[2 * e] = as_float((uint)lo << 16);
+        dst[2 * e + 1] = as_float((uint)hi << 16);
+#endif
+    }
+#endif
+}
+
 /* Writes the Sq new tokens of every KV head at positions seqlens[b] .. (past the capacity: dropped).
  * Global size (D, Sq * Hkv, B). */
 __kernel void xfa_kv_append(__global const store_t *k_new, __global const store_t *v_new, __global store_t *k_cache,
@@ -149,6 +178,10 @@ xfa_flash_decode(__global const store_t *q, __global const store_t *k, __global 
     float m_i = -INFINITY, l_i = 0.0f;
     float acc[COLS_PER_ITEM];
     for (int x = 0; x < COLS_PER_ITEM; x++) acc[x] = 0.0f;
+    /* Cache rows that start on 16-byte boundaries with unit dim stride load VEC elements at a time. */
+    const bool kv_vec = k_stride.s3 == 1 && v_stride.s3 == 1 && (k_off % VEC) == 0 && (v_off % VEC) == 0 &&
+                        ((k_stride.s0 | k_stride.s1 | k_stride.s2) % VEC) == 0 &&
+                        ((v_stride.s0 | v_stride.s1 | v_stride.s2) % VEC) == 0;
 
     for (int col0 = block_begin; col0 < key_end; col0 += BC) {
         const int cols = min(BC, key_end - col0);
@@ -156,16 +189,31 @@ xfa_flash_decode(__global const store_t *q, __global const store_t *k, __global 
         for (int c = lid; c < cols; c += WG)
             key_batch[c] = cache_batch(block_table, bt_off, bt_stride, b, col0 + c, page_size, num_pages, paged);
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int x = lid; x < BC * D; x += WG) {
-            const int cc = x / D, c = x % D;
-            float kx = 0.0f, vx = 0.0f;
-            if (cc < cols) {
-                const long j = col0 + cc, in_page = paged ? j % page_size : j;
-                kx = LOAD(k, k_off + key_batch[cc] * k_stride.s0 + in_page * k_stride.s1 + hk * k_stride.s2 + c * k_stride.s3);
-                vx = LOAD(v, v_off + key_batch[cc] * v_stride.s0 + in_page * v_stride.s1 + hk * v_stride.s2 + c * v_stride.s3);
+        if (kv_vec) {
+            for (int x = lid; x < BC * (D / VEC); x += WG) {
+                const int cc = x / (D / VEC), c = x % (D / VEC) * VEC;
+                if (cc < cols) {
+                    const long j = col0 + cc, in_page = paged ? j % page_size : j;
+                    load_vec(k, k_off + key_batch[cc] * k_stride.s0 + in_page * k_stride.s1 + hk * k_stride.s2 + c,
+                             K_tile + cc * DP + c);
+                    load_vec(v, v_off + key_batch[cc] * v_stride.s0 + in_page * v_stride.s1 + hk * v_stride.s2 + c,
+                             V_tile + cc * DP + c);
+                } else {
+                    for (int e = 0; e < VEC; e++) K_tile[cc * DP + c + e] = V_tile[cc * DP + c + e] = 0.0f;
+                }
             }
-            K_tile[cc * DP + c] = kx;
-            V_tile[cc * DP + c] = vx;
+        } else {
+            for (int x = lid; x < BC * D; x += WG) {
+                const int cc = x / D, c = x % D;
+                float kx = 0.0f, vx = 0.0f;
+                if (cc < cols) {
+                    const long j = col0 + cc, in_page = paged ? j % page_size : j;
+                    kx = LOAD(k, k_off + key_batch[cc] * k_stride.s0 + in_page * k_stride.s1 + hk * k_stride.s2 + c * k_stride.s3);
+                    vx = LOAD(v, v_off + key_batch[cc] * v_stride.s0 + in_page * v_stride.s1 + hk * v_stride.s2 + c * v_stride.s3);
+                }
+                K_tile[cc * DP + c] = kx;
+                V_tile[cc * DP + c] = vx;
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
