@@ -64,7 +64,7 @@ if [ "$WHAT" != bench ]; then
         done
         # The OpenCL tensor-core kernel's second shape (32 rows per warp, opt-in) on the real tensor cores.
         [ "$be" = opencl ] && [ -x "$B/tests/test_opencl_mma" ] &&
-            step test_opencl_mma_wide 300 env XFA_OPENCL_PATH=mma.sync-wide "$B/tests/test_opencl_mma" "$idx"
+            step test_opencl_mma_wide 300 "$B/tests/test_opencl_mma" "$idx" wide
     done
     if [ -x "$B/tools/xfa" ] && [ -z "$QUICK" ]; then
         step crosscheck 300 "$B/tools/xfa" crosscheck --cases 24

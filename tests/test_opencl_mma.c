@@ -123,12 +123,13 @@ START_TEST(test_varlen)
 }
 END_TEST
 
-/* Usage: test_opencl_mma [device] (an OpenCL device index as xfa numbers them; 0 by default);
- * XFA_OPENCL_PATH=mma.sync-wide tests the 32-rows-per-warp shape. */
+/* Usage: test_opencl_mma [device [wide]] (an OpenCL device index as xfa numbers them; 0 by default);
+ * `wide` (or XFA_OPENCL_PATH=mma.sync-wide) tests the 32-rows-per-warp shape. */
 int main(int argc, char **argv)
 {
     const int device = argc > 1 ? atoi(argv[1]) : 0;
-    setenv("XFA_OPENCL_PATH", "mma.sync", 0); /* unless the environment asks for mma.sync-wide */
+    if (argc > 2 && strcmp(argv[2], "wide") == 0) setenv("XFA_OPENCL_PATH", "mma.sync-wide", 1);
+    setenv("XFA_OPENCL_PATH", "mma.sync", 0); /* unless the environment or argv asks for mma.sync-wide */
     const bool wide = strcmp(getenv("XFA_OPENCL_PATH"), "mma.sync-wide") == 0;
     path_name = wide ? "mma.sync-wide" : "mma.sync";
     rows_per_warp = wide ? 32 : 16;
