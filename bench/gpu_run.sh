@@ -2,7 +2,7 @@
 # gpu_run.sh - one GPU-machine run of everything xfa has there: each GPU backend's test suites on
 # the NVIDIA device, then one benchmark sweep of every backend beside PyTorch SDPA's flash, cuDNN
 # and math (unfused) backends, all in the same run, merged into one CSV, one markdown table with
-# the ratios (bench/table.py) and one chart (bench/plot.py); then decoding against a KV cache
+# the ratios (bench/table.py) and one chart (bench/plot.py); then GQA/window runs, decoding against a KV cache
 # (xfa bench-decode beside peers.py --decode and the copy bandwidth of the same run).
 #
 #   bench/gpu_run.sh <build-dir> [tests|bench|all] [quick]
@@ -107,6 +107,7 @@ if [ "$WHAT" != tests ]; then
         --seqlens "$seqlens" --iters "$iters" 2> "$LOGS/peers.log" | tail -n +2 >> "$csv"
     echo "peers: $(grep -c '^sdpa_' "$csv") points" | tee -a "$LOGS/summary.txt"
     python3 bench/table.py "$csv" > "$OUT/bench_table.md" 2>> "$LOGS/summary.txt"
+    python3 bench/plot.py "$OUT/bench.png" "$csv" >> "$LOGS/plot.log" 2>&1 || echo "plot failed" >> "$LOGS/summary.txt"
 
     # Features at D=128 f16, 16k tokens, 16 query heads: GQA 8:1 against the same with repeated K/V
     # (16 K/V heads), and a causal 4k window against full causal, N = 4k..16k (time should go as N·W).
@@ -122,21 +123,6 @@ if [ "$WHAT" != tests ]; then
     done
     python3 bench/table.py "$fcsv" > "$OUT/bench_features_table.md" 2>> "$LOGS/summary.txt"
 
-    # The backward pass alone (TFLOP/s at 2.5x the forward's FLOPs) beside SDPA flash and cuDNN via autograd.
-    bcsv="$OUT/bench_backward.csv"
-    head -1 "$csv" > "$bcsv"
-    for entry in $BACKENDS; do
-        be=${entry%%:*} idx=${entry##*:}
-        for dtype in $dtypes; do for d in $dims; do for causal in "" --causal; do
-            timeout -k 5 300 "$B/tools/xfa" bench --backward --backend "$be" --device "$idx" --dtype "$dtype" --dim "$d" \
-                $causal --seqlens "$seqlens" --tokens 16384 --iters "$iters" --csv 2>> "$LOGS/bench_backward_$be.log" |
-                tail -n +2 >> "$bcsv"
-        done; done; done
-    done
-    PYTHONUNBUFFERED=1 timeout -k 5 600 python3 bench/peers.py --backward --peers flash,cudnn --dtypes "${dtypes// /,}" \
-        --dims "${dims// /,}" --seqlens "$seqlens" --iters "$iters" 2>> "$LOGS/peers.log" | tail -n +2 >> "$bcsv"
-    echo "backward: $(($(wc -l < "$bcsv") - 1)) points" | tee -a "$LOGS/summary.txt"
-    python3 bench/table.py "$bcsv" > "$OUT/bench_backward_table.md" 2>> "$LOGS/summary.txt"
 
     # Decoding: one new token against a KV cache, 32 query / 8 KV heads, D=128, fp16; GB/s of K and V.
     if [ -n "$QUICK" ]; then batches=1,8 caches=1024,32768; else batches=1,8,32 caches=1024,8192,32768,131072; fi
@@ -152,6 +138,25 @@ if [ "$WHAT" != tests ]; then
         --peers flash,cudnn --iters "$iters" 2>> "$LOGS/peers.log" | tail -n +2 >> "$dcsv"
     echo "decode: $(($(wc -l < "$dcsv") - 1)) points" | tee -a "$LOGS/summary.txt"
     python3 bench/table.py --metric gbps "$dcsv" > "$OUT/bench_decode_table.md" 2>> "$LOGS/summary.txt"
-    python3 bench/plot.py "$OUT/bench.png" "$csv" >> "$LOGS/plot.log" 2>&1 || echo "plot failed" >> "$LOGS/summary.txt"
+    # The backward pass alone (TFLOP/s at 2.5x the forward's FLOPs) beside SDPA flash and cuDNN via autograd,
+    # where the issue sets its target (f16, D=64/128, N >= 2k); OpenCL and Vulkan (generic kernels, slow)
+    # at two lengths. BWD_DTYPES, BWD_DIMS and BWD_SEQLENS override.
+    bdtypes=${BWD_DTYPES:-f16} bdims=${BWD_DIMS:-64 128} bseqlens=${BWD_SEQLENS:-2048,4096,8192,16384}
+    bcsv="$OUT/bench_backward.csv"
+    head -1 "$csv" > "$bcsv"
+    for entry in $BACKENDS; do
+        be=${entry%%:*} idx=${entry##*:}
+        lens=$bseqlens
+        [ "$be" != cuda ] && lens=${BWD_SEQLENS:-2048,8192}
+        for dtype in $bdtypes; do for d in $bdims; do for causal in "" --causal; do
+            timeout -k 5 300 "$B/tools/xfa" bench --backward --backend "$be" --device "$idx" --dtype "$dtype" --dim "$d" \
+                $causal --seqlens "$lens" --tokens 16384 --iters "$iters" --csv 2>> "$LOGS/bench_backward_$be.log" |
+                tail -n +2 >> "$bcsv"
+        done; done; done
+    done
+    PYTHONUNBUFFERED=1 timeout -k 5 600 python3 bench/peers.py --backward --peers flash,cudnn --dtypes "${bdtypes// /,}" \
+        --dims "${bdims// /,}" --seqlens "$bseqlens" --iters "$iters" 2>> "$LOGS/peers.log" | tail -n +2 >> "$bcsv"
+    echo "backward: $(($(wc -l < "$bcsv") - 1)) points" | tee -a "$LOGS/summary.txt"
+    python3 bench/table.py "$bcsv" > "$OUT/bench_backward_table.md" 2>> "$LOGS/summary.txt"
     cat "$OUT/bench_table.md" "$OUT/bench_features_table.md" "$OUT/bench_backward_table.md" "$OUT/bench_decode_table.md"
 fi
