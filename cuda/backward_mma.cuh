@@ -73,6 +73,21 @@ template <typename T> __device__ __forceinline__ void c_to_a(uint32_t a[4], cons
     a[3] = pack2<T>(c1[2], c1[3]);
 }
 
+/* This warp's A fragments of two row-major tiles (its rows start at warp*MT*16), loaded once and
+ * kept in registers while the other operands stream past. */
+template <int MT, int KD, int ROW, typename T>
+__device__ __forceinline__ void a_frags_to_regs(uint32_t (&f1)[MT][KD][4], uint32_t (&f2)[MT][KD][4], const T *A1,
+                                                const T *A2, int warp, int lane)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+            load_a<ROW>(f1[mt][kk], A1, (warp * MT + mt) * 16, kk * 16, lane);
+            load_a<ROW>(f2[mt][kk], A2, (warp * MT + mt) * 16, kk * 16, lane);
+        }
+}
+
 /*
  * Both products the kernels need per block, sharing one walk over the head dim: x += A1·B1ᵀ and
  * y += A2·B2ᵀ for this warp's MT m16 tiles by N n8 tiles (S and dP, or their transposes). A comes
@@ -212,13 +227,7 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void kv_bod
     if constexpr (KV_IN_REGS) {
         cp_async_wait_all();
         __syncthreads();
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int kk = 0; kk < KD; ++kk) {
-                load_a<ROW>(k_frag[mt][kk], K_tile, (warp * MT + mt) * 16, kk * 16, lane);
-                load_a<ROW>(v_frag[mt][kk], V_tile, (warp * MT + mt) * 16, kk * 16, lane);
-            }
+        a_frags_to_regs<MT, KD, ROW>(k_frag, v_frag, K_tile, V_tile, warp, lane);
     }
     const float scale_log2 = p.scale * LOG2E;
 
@@ -353,13 +362,7 @@ template <int D, typename T, bool CAUSAL> __device__ __forceinline__ void q_body
     if constexpr (Q_IN_REGS) {
         cp_async_wait_all();
         __syncthreads();
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int kk = 0; kk < KD; ++kk) {
-                load_a<ROW>(q_frag[mt][kk], Q_tile, (warp * MT + mt) * 16, kk * 16, lane);
-                load_a<ROW>(do_frag[mt][kk], dO_tile, (warp * MT + mt) * 16, kk * 16, lane);
-            }
+        a_frags_to_regs<MT, KD, ROW>(q_frag, do_frag, Q_tile, dO_tile, warp, lane);
     }
     const float scale_log2 = p.scale * LOG2E;
 
