@@ -47,53 +47,36 @@ const opencl_path xfa_opencl_path_portable = {
     },
 };
 
-/* The NVIDIA tensor-core kernel (cl/flash_forward_mma.cl): one warp per 16 query rows,
- * Q in registers, K and V tiles as f16 bits in local memory, rows padded by 8 halves
- * (16 bytes) so ldmatrix-style row reads hit distinct banks. */
-const opencl_path xfa_opencl_path_mma = {
-    .name = "mma.sync",
-    .source = xfa_cl_flash_forward_mma,
-    .kernel_name = "xfa_flash_forward_mma",
-    .layout = {
-        .path = "mma.sync",
-        .q_elem_bytes = 0,
-        .kv_elem_bytes = 2,
-        .s_elem_bytes = 0,
-        .o_elem_bytes = 0,
-        .row_pad = 8,
-        .stages = 1,
-        .row_state_bytes = 0,
-        .br_multiple = 16,
-        .bc_multiple = 16,
-        .br_max = 128,
-        .bc_max = 64,
-        .threads_per_row = 2, /* a warp of 32 work-items per 16 rows */
-    },
-};
+/* The NVIDIA tensor-core kernel (cl/flash_forward_mma.cl): Q in registers, K and V tiles as f16 bits
+ * in local memory, rows padded by 8 halves (16 bytes) so ldmatrix row reads hit distinct banks. A warp
+ * of 32 work-items owns 32 / THREADS_PER_ROW rows (one or two m16 tiles). */
+#define MMA_PATH(name_, rows_per_warp, bc_max_)                                                                    \
+    {                                                                                                              \
+        .name = name_, .source = xfa_cl_flash_forward_mma, .kernel_name = "xfa_flash_forward_mma",                 \
+        .layout = {                                                                                                \
+            .path = name_,                                                                                         \
+            .q_elem_bytes = 0,                                                                                     \
+            .kv_elem_bytes = 2,                                                                                    \
+            .s_elem_bytes = 0,                                                                                     \
+            .o_elem_bytes = 0,                                                                                     \
+            .row_pad = 8,                                                                                          \
+            .stages = 1,                                                                                           \
+            .row_state_bytes = 0,                                                                                  \
+            .br_multiple = rows_per_warp,                                                                          \
+            .bc_multiple = 16,                                                                                     \
+            .br_max = 128,                                                                                         \
+            .bc_max = bc_max_,                                                                                     \
+            .threads_per_row = 32 / (rows_per_warp),                                                               \
+        },                                                                                                         \
+    }
 
-/* The same kernel with each warp on 32 rows (two m16 tiles, THREADS_PER_ROW 1): every K/V fragment
- * read from local memory feeds two mma instead of one, for twice the registers of Q, S and O (so Bc
- * stays at 32). Taken only on request (XFA_OPENCL_PATH=mma.sync-wide) until a GPU run says it pays. */
-const opencl_path xfa_opencl_path_mma_wide = {
-    .name = "mma.sync-wide",
-    .source = xfa_cl_flash_forward_mma,
-    .kernel_name = "xfa_flash_forward_mma",
-    .layout = {
-        .path = "mma.sync-wide",
-        .q_elem_bytes = 0,
-        .kv_elem_bytes = 2,
-        .s_elem_bytes = 0,
-        .o_elem_bytes = 0,
-        .row_pad = 8,
-        .stages = 1,
-        .row_state_bytes = 0,
-        .br_multiple = 32,
-        .bc_multiple = 16,
-        .br_max = 128,
-        .bc_max = 32,
-        .threads_per_row = 1, /* a warp of 32 work-items per 32 rows */
-    },
-};
+/* One m16 tile per warp. */
+const opencl_path xfa_opencl_path_mma = MMA_PATH("mma.sync", 16, 64);
+
+/* Two m16 tiles per warp: every K/V fragment read from local memory feeds two mma instead of one, for
+ * twice the registers of Q, S and O (so Bc stays at 32). Taken only on request
+ * (XFA_OPENCL_PATH=mma.sync-wide) until a GPU run says it pays. */
+const opencl_path xfa_opencl_path_mma_wide = MMA_PATH("mma.sync-wide", 32, 32);
 
 bool xfa_opencl_path_is_mma(const opencl_path *path)
 {
