@@ -9,6 +9,7 @@
 #include "opencl_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern const char xfa_cl_flash_decode[];
@@ -17,6 +18,8 @@ extern const char xfa_cl_flash_decode[];
 #define MIN_KEYS_PER_SPLIT 256
 /* Rows (token x query head of a KV head) per decode work-group at most: decode has few. */
 #define DECODE_MAX_ROWS 16u
+/* Work-items a decode work-group aims for (rows x work-items per row). */
+#define DECODE_THREADS 128u
 /* Local memory the decode kernel uses beyond the portable layout: the page of each key of a block. */
 #define DECODE_EXTRA_LOCAL (8u * 64u)
 
@@ -25,10 +28,25 @@ enum { MERGE_PART_F32 = 1, MERGE_OUT_F32 = 2, MERGE_PREV = 4, MERGE_OUT_LSE = 8 
 
 static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
-/* The decode program's kernel `name` for (D, dtype): tiles from the portable layout's plan, at most
- * DECODE_MAX_ROWS rows. */
-static xfa_status decode_kernel(xfa_context *ctx, int64_t D, xfa_dtype dtype, const char *name, cl_kernel *kernel,
-                                uint32_t *Br, uint32_t *threads)
+/* More work-items per row pay where a work-group's idle lanes are idle hardware (GPUs); on a CPU
+ * device (PoCL) they only repeat each row's exponentials (2x slower there), so they stay at the
+ * layout's 8. XFA_OPENCL_DECODE_WIDE=1 forces them (the tests' way to run the GPU shape on PoCL). */
+static bool wide_decode_rows(const opencl_context *cl)
+{
+    const char *forced = getenv("XFA_OPENCL_DECODE_WIDE");
+    if (forced && *forced) return strcmp(forced, "0") != 0;
+    cl_device_type type = 0;
+    return clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+           (type & CL_DEVICE_TYPE_GPU) != 0;
+}
+
+/* The decode program's kernel `name` for (D, dtype) and a call of `rows` rows per KV head (Sq tokens
+ * times the query heads of a group): Bc from the portable layout's plan; Br the call's rows, at most
+ * DECODE_MAX_ROWS and the plan's Br, so no work-item pads a row that does not exist; and as many
+ * work-items per row (8, 16 or 32: they divide every head dim) as keep the work-group near
+ * DECODE_THREADS, so the few rows still occupy a full work-group's keys and dims. */
+static xfa_status decode_kernel(xfa_context *ctx, int64_t D, xfa_dtype dtype, int64_t rows, const char *name,
+                                cl_kernel *kernel, uint32_t *Br, uint32_t *threads)
 {
     opencl_context *cl = ctx->impl;
     const xfa_tile_layout *L = &xfa_opencl_path_portable.layout;
@@ -39,10 +57,14 @@ static xfa_status decode_kernel(xfa_context *ctx, int64_t D, xfa_dtype dtype, co
     xfa_status st = xfa_plan_make(&lim, L, (uint32_t)D, dtype, &plan, msg);
     if (st) return xfa_fail(ctx, st, "%s (OpenCL decode on %s)", msg, ctx->info.name);
     *Br = plan.Br < DECODE_MAX_ROWS ? plan.Br : DECODE_MAX_ROWS;
-    *threads = L->threads_per_row;
+    if (rows >= 1 && rows < (int64_t)*Br) *Br = (uint32_t)rows;
+    uint32_t T = L->threads_per_row;
+    if (wide_decode_rows(cl))
+        while (T < 32 && *Br * T * 2 <= DECODE_THREADS && *Br * T * 2 <= cl->limits.max_workgroup_size) T *= 2;
+    *threads = T;
     char options[256];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DXFA_PATH=decode -DD=%u -DBR=%u -DBC=%u -DPAD=%u -DTHREADS_PER_ROW=%u -D%s",
-             (unsigned)D, *Br, plan.Bc, L->row_pad, L->threads_per_row, xfa_opencl_dtype_macro(dtype));
+             (unsigned)D, *Br, plan.Bc, L->row_pad, T, xfa_opencl_dtype_macro(dtype));
     return xfa_opencl_kernel_named(ctx, "decode kernels", xfa_cl_flash_decode, name, options, kernel, NULL);
 }
 
@@ -90,7 +112,7 @@ static xfa_status enqueue_append(xfa_context *ctx, const xfa_decode_args *a)
 {
     cl_kernel kernel;
     uint32_t Br, T;
-    xfa_status st = decode_kernel(ctx, a->head_dim, a->dtype, "xfa_kv_append", &kernel, &Br, &T);
+    xfa_status st = decode_kernel(ctx, a->head_dim, a->dtype, a->heads_q / a->heads_kv * a->seqlen_q, "xfa_kv_append", &kernel, &Br, &T);
     if (st) return st;
     const cl_mem kn = xfa_opencl_mem(&a->k_new), vn = xfa_opencl_mem(&a->v_new), kc = xfa_opencl_mem(&a->k_cache), vc = xfa_opencl_mem(&a->v_cache);
     const cl_mem lens = xfa_opencl_mem(&a->seqlens);
@@ -127,7 +149,7 @@ static xfa_status enqueue_attention(xfa_context *ctx, const xfa_decode_args *a, 
 {
     cl_kernel kernel;
     uint32_t Br, T;
-    xfa_status st = decode_kernel(ctx, a->head_dim, a->dtype, "xfa_flash_decode", &kernel, &Br, &T);
+    xfa_status st = decode_kernel(ctx, a->head_dim, a->dtype, a->heads_q / a->heads_kv * a->seqlen_q, "xfa_flash_decode", &kernel, &Br, &T);
     if (st) return st;
     const bool direct = splits == 1;
     const cl_mem q = xfa_opencl_mem(&a->q), kc = xfa_opencl_mem(&a->k_cache), vc = xfa_opencl_mem(&a->v_cache), o = xfa_opencl_mem(&a->o);
