@@ -31,7 +31,7 @@ xfa_status xfa_cuda_fail(xfa_context *ctx, const char *what, cudaError_t err)
         if (err_ != cudaSuccess) return xfa_cuda_fail((ctx), #call, err_);                                        \
     } while (0)
 
-static xfa_status use_device(xfa_context *ctx)
+xfa_status xfa_cuda_use_device(xfa_context *ctx)
 {
     const cuda_context *cu = ctx->impl;
     CU_CHECK(ctx, cudaSetDevice(cu->device));
@@ -147,7 +147,7 @@ static xfa_status cuda_plan_check(xfa_context *ctx, xfa_plan *plan)
 
 static xfa_status cuda_buffer_create(xfa_context *ctx, xfa_buffer *buf)
 {
-    xfa_status st = use_device(ctx);
+    xfa_status st = xfa_cuda_use_device(ctx);
     if (st) return st;
     void *ptr = NULL;
     CU_CHECK(ctx, cudaMalloc(&ptr, buf->size));
@@ -176,7 +176,7 @@ static char *device_ptr(const xfa_buffer *buf, size_t offset)
 static xfa_status cuda_buffer_upload(xfa_context *ctx, xfa_buffer *buf, size_t offset, const void *src, size_t bytes)
 {
     const cuda_context *cu = ctx->impl;
-    xfa_status st = use_device(ctx);
+    xfa_status st = xfa_cuda_use_device(ctx);
     if (st) return st;
     CU_CHECK(ctx, cudaMemcpyAsync(device_ptr(buf, offset), src, bytes, cudaMemcpyHostToDevice, cu->stream));
     CU_CHECK(ctx, cudaStreamSynchronize(cu->stream));
@@ -186,21 +186,26 @@ static xfa_status cuda_buffer_upload(xfa_context *ctx, xfa_buffer *buf, size_t o
 static xfa_status cuda_buffer_download(xfa_context *ctx, xfa_buffer *buf, size_t offset, void *dst, size_t bytes)
 {
     const cuda_context *cu = ctx->impl;
-    xfa_status st = use_device(ctx);
+    xfa_status st = xfa_cuda_use_device(ctx);
     if (st) return st;
     CU_CHECK(ctx, cudaMemcpyAsync(dst, device_ptr(buf, offset), bytes, cudaMemcpyDeviceToHost, cu->stream));
     CU_CHECK(ctx, cudaStreamSynchronize(cu->stream));
     return XFA_SUCCESS;
 }
 
-static const void *view_ptr(const xfa_tensor *t) { return device_ptr(t->buffer, t->offset); }
+void *xfa_cuda_view_ptr(const xfa_tensor *t) { return device_ptr(t->buffer, t->offset); }
 
-/* The tensor-core kernels read 16-byte rows: aligned bases, unit dim stride, other strides multiples of 8. */
-static bool mma_view_ok(const xfa_tensor *t)
+xfa_cuda_dtype xfa_cuda_dtype_of(xfa_dtype dtype)
 {
-    if ((uintptr_t)view_ptr(t) % 16 || t->stride[3] != 1) return false;
+    return dtype == XFA_DTYPE_F16 ? XFA_CUDA_F16 : dtype == XFA_DTYPE_BF16 ? XFA_CUDA_BF16 : XFA_CUDA_F32;
+}
+
+bool xfa_cuda_view_16byte_rows(const xfa_tensor *t)
+{
+    const int64_t per_vector = 16 / (int64_t)xfa_dtype_size(t->dtype);
+    if ((uintptr_t)xfa_cuda_view_ptr(t) % 16 || t->stride[3] != 1) return false;
     for (int i = 0; i < 3; i++)
-        if (t->shape[i] > 1 && t->stride[i] % 8) return false;
+        if (t->shape[i] > 1 && t->stride[i] % per_vector) return false;
     return true;
 }
 
@@ -226,20 +231,20 @@ static xfa_status fill_extras(xfa_context *ctx, const xfa_forward_args *a, xfa_c
     p->has_window = p->window_left >= 0 || (!a->causal && p->window_right >= 0);
     p->softcap = a->softcap;
     if (a->has_alibi) {
-        p->alibi = (const float *)view_ptr(&a->alibi);
+        p->alibi = (const float *)xfa_cuda_view_ptr(&a->alibi);
         p->alibi_stride[0] = a->alibi.shape[0] == 1 ? 0 : a->alibi.stride[0]; /* broadcast: element 0 */
         p->alibi_stride[1] = a->alibi.stride[2];
     }
     if (a->has_bias) {
-        p->bias = view_ptr(&a->bias);
+        p->bias = xfa_cuda_view_ptr(&a->bias);
         p->bias_f32 = a->bias.dtype == XFA_DTYPE_F32;
         for (int i = 0; i < 4; i++) p->bias_stride[i] = a->bias.stride[i];
         if (a->bias.shape[0] == 1) p->bias_stride[0] = 0;
         if (a->bias.shape[2] == 1) p->bias_stride[2] = 0;
     }
     if (a->varlen) {
-        p->cu_seqlens_q = (const int32_t *)view_ptr(&a->cu_seqlens_q);
-        p->cu_seqlens_k = (const int32_t *)view_ptr(&a->cu_seqlens_k);
+        p->cu_seqlens_q = (const int32_t *)xfa_cuda_view_ptr(&a->cu_seqlens_q);
+        p->cu_seqlens_k = (const int32_t *)xfa_cuda_view_ptr(&a->cu_seqlens_k);
         p->cu_stride[0] = a->cu_seqlens_q.stride[0];
         p->cu_stride[1] = a->cu_seqlens_k.stride[0];
         p->sequences = (int32_t)a->sequences;
@@ -251,17 +256,17 @@ static xfa_status fill_extras(xfa_context *ctx, const xfa_forward_args *a, xfa_c
 static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
 {
     const cuda_context *cu = ctx->impl;
-    xfa_status st = use_device(ctx);
+    xfa_status st = xfa_cuda_use_device(ctx);
     if (st) return st;
 
     xfa_cuda_forward p;
     memset(&p, 0, sizeof p);
-    p.q = view_ptr(&a->q);
-    p.k = view_ptr(&a->k);
-    p.v = view_ptr(&a->v);
-    p.o = (void *)view_ptr(&a->o);
-    p.lse = a->has_lse ? (float *)view_ptr(&a->lse) : NULL;
-    p.dtype = a->dtype == XFA_DTYPE_F16 ? XFA_CUDA_F16 : a->dtype == XFA_DTYPE_BF16 ? XFA_CUDA_BF16 : XFA_CUDA_F32;
+    p.q = xfa_cuda_view_ptr(&a->q);
+    p.k = xfa_cuda_view_ptr(&a->k);
+    p.v = xfa_cuda_view_ptr(&a->v);
+    p.o = (void *)xfa_cuda_view_ptr(&a->o);
+    p.lse = a->has_lse ? (float *)xfa_cuda_view_ptr(&a->lse) : NULL;
+    p.dtype = xfa_cuda_dtype_of(a->dtype);
     p.batch = (int32_t)a->batch;
     p.heads_q = (int32_t)a->heads_q;
     p.heads_kv = (int32_t)a->heads_kv;
@@ -285,8 +290,8 @@ static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
     if (st) return st;
 
     const bool mma_plan = !strcmp(a->plan.path, "mma.sync") || !strcmp(a->plan.path, "wgmma");
-    const bool tensor_views = mma_plan && mma_view_ok(&a->q) && mma_view_ok(&a->k) && mma_view_ok(&a->v) &&
-                              mma_view_ok(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
+    const bool tensor_views = mma_plan && xfa_cuda_view_16byte_rows(&a->q) && xfa_cuda_view_16byte_rows(&a->k) && xfa_cuda_view_16byte_rows(&a->v) &&
+                              xfa_cuda_view_16byte_rows(&a->o) && xfa_cuda_mma_head_dim(a->head_dim);
     /* The mma.sync kernel takes the row max before scaling: scale > 0 (others run generic). */
     const bool mma_ok = tensor_views && a->scale > 0.0f;
     xfa_cuda_result r = XFA_CUDA_NOT_HANDLED;
@@ -323,7 +328,7 @@ static xfa_status cuda_forward(xfa_context *ctx, const xfa_forward_args *a)
 static xfa_status cuda_synchronize(xfa_context *ctx)
 {
     const cuda_context *cu = ctx->impl;
-    xfa_status st = use_device(ctx);
+    xfa_status st = xfa_cuda_use_device(ctx);
     if (st) return st;
     CU_CHECK(ctx, cudaStreamSynchronize(cu->stream));
     return XFA_SUCCESS;

@@ -81,17 +81,6 @@ static xfa_tile_layout mma_q_layout(uint32_t d)
     return layout;
 }
 
-static void *view_ptr(const xfa_tensor *t) { return (char *)t->buffer->impl + t->buffer->native_offset + t->offset; }
-
-/* The tensor-core kernels read 16-byte rows: aligned bases, unit dim stride, other strides multiples of 8. */
-static bool tensor_view_ok(const xfa_tensor *t)
-{
-    if ((uintptr_t)view_ptr(t) % 16 || t->stride[3] != 1) return false;
-    for (int i = 0; i < 3; i++)
-        if (t->shape[i] > 1 && t->stride[i] % 8) return false;
-    return true;
-}
-
 /* A window bound as the kernels take it: -1 when unlimited or wider than the problem (32-bit math). */
 static int32_t window_bound(int64_t w, int64_t span) { return w < 0 || w > span ? -1 : (int32_t)w; }
 
@@ -104,17 +93,17 @@ static void fill_problem(const xfa_backward_args *a, float *delta, xfa_cuda_back
 {
     const xfa_forward_args *f = &a->fwd;
     memset(p, 0, sizeof *p);
-    p->q = view_ptr(&f->q);
-    p->k = view_ptr(&f->k);
-    p->v = view_ptr(&f->v);
-    p->o = view_ptr(&f->o);
-    p->d_o = view_ptr(&a->d_o);
-    p->lse = view_ptr(&f->lse);
+    p->q = xfa_cuda_view_ptr(&f->q);
+    p->k = xfa_cuda_view_ptr(&f->k);
+    p->v = xfa_cuda_view_ptr(&f->v);
+    p->o = xfa_cuda_view_ptr(&f->o);
+    p->d_o = xfa_cuda_view_ptr(&a->d_o);
+    p->lse = xfa_cuda_view_ptr(&f->lse);
     p->delta = delta;
-    p->dq = view_ptr(&a->dq);
-    p->dk = view_ptr(&a->dk);
-    p->dv = view_ptr(&a->dv);
-    p->dtype = f->dtype == XFA_DTYPE_F16 ? XFA_CUDA_F16 : f->dtype == XFA_DTYPE_BF16 ? XFA_CUDA_BF16 : XFA_CUDA_F32;
+    p->dq = xfa_cuda_view_ptr(&a->dq);
+    p->dk = xfa_cuda_view_ptr(&a->dk);
+    p->dv = xfa_cuda_view_ptr(&a->dv);
+    p->dtype = xfa_cuda_dtype_of(f->dtype);
     p->batch = (int32_t)f->batch;
     p->heads_q = (int32_t)f->heads_q;
     p->heads_kv = (int32_t)f->heads_kv;
@@ -131,12 +120,12 @@ static void fill_problem(const xfa_backward_args *a, float *delta, xfa_cuda_back
     copy_strides(p->dv_stride, &a->dv);
     for (int i = 0; i < 3; i++) p->lse_stride[i] = f->lse.stride[i];
     if (f->has_alibi) {
-        p->alibi = view_ptr(&f->alibi);
+        p->alibi = xfa_cuda_view_ptr(&f->alibi);
         p->alibi_stride[0] = f->alibi.shape[0] == 1 ? 0 : f->alibi.stride[0];
         p->alibi_stride[1] = f->alibi.stride[2];
     }
     if (f->has_bias) {
-        p->bias = view_ptr(&f->bias);
+        p->bias = xfa_cuda_view_ptr(&f->bias);
         copy_strides(p->bias_stride, &f->bias);
         if (f->bias.shape[0] == 1) p->bias_stride[0] = 0;
         if (f->bias.shape[2] == 1) p->bias_stride[2] = 0;
@@ -196,7 +185,7 @@ static xfa_cuda_result (*mma_launcher(const cuda_context *cu, const xfa_backward
     if (window || f->softcap > 0.0f || f->has_alibi || f->has_bias) return NULL;
     const xfa_tensor *views[8] = {&f->q, &f->k, &f->v, &f->o, &a->d_o, &a->dq, &a->dk, &a->dv};
     for (int i = 0; i < 8; i++)
-        if (!tensor_view_ok(views[i])) return NULL;
+        if (!xfa_cuda_view_16byte_rows(views[i])) return NULL;
     if (f->head_dim != 64 && f->head_dim != 128) return NULL;
     /* Both kernels' tiles must fit this device's shared memory (not so on sm_86/89 at d = 128). */
     const xfa_tile_layout kv = mma_kv_layout((uint32_t)f->head_dim), q = mma_q_layout((uint32_t)f->head_dim);
@@ -235,10 +224,10 @@ xfa_status xfa_cuda_backward_enqueue(xfa_context *ctx, const xfa_backward_args *
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT,
                         "seqlen_q %lld, seqlen_k %lld: the CUDA backward indexes rows in 32 bits",
                         (long long)f->seqlen_q, (long long)f->seqlen_k);
-    cudaError_t err = cudaSetDevice(cu->device);
-    if (err != cudaSuccess) return xfa_cuda_fail(ctx, "cudaSetDevice", err);
+    xfa_status st = xfa_cuda_use_device(ctx);
+    if (st) return st;
     float *delta = NULL;
-    xfa_status st = delta_memory(ctx, a, &delta);
+    st = delta_memory(ctx, a, &delta);
     if (st) return st;
     xfa_cuda_backward p;
     fill_problem(a, delta, &p);

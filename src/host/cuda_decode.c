@@ -18,13 +18,6 @@
 
 static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
-static void *view_ptr(const xfa_tensor *t) { return (char *)t->buffer->impl + t->buffer->native_offset + t->offset; }
-
-static xfa_status use_device(xfa_context *ctx)
-{
-    const cudaError_t err = cudaSetDevice(((const cuda_context *)ctx->impl)->device);
-    return err == cudaSuccess ? XFA_SUCCESS : xfa_cuda_fail(ctx, "cudaSetDevice", err);
-}
 
 static xfa_status launched(xfa_context *ctx, xfa_cuda_result r, const char *what)
 {
@@ -65,24 +58,9 @@ void xfa_cuda_decode_scratch_free(cuda_context *cu)
     cu->decode_scratch_bytes = 0;
 }
 
-static xfa_cuda_dtype cuda_dtype(xfa_dtype d)
-{
-    return d == XFA_DTYPE_F16 ? XFA_CUDA_F16 : d == XFA_DTYPE_BF16 ? XFA_CUDA_BF16 : XFA_CUDA_F32;
-}
-
 static void copy_strides(const xfa_tensor *t, int64_t *stride, int n)
 {
     for (int i = 0; i < n; i++) stride[i] = t->stride[i];
-}
-
-/* Whether K/V can be read as 16-byte vectors: aligned base, unit dim stride, other strides whole vectors. */
-static bool vector_view(const xfa_tensor *t)
-{
-    const int64_t per_vector = 16 / (int64_t)xfa_dtype_size(t->dtype);
-    if ((uintptr_t)view_ptr(t) % 16 || t->stride[3] != 1) return false;
-    for (int i = 0; i < 3; i++)
-        if (t->shape[i] > 1 && t->stride[i] % per_vector) return false;
-    return true;
 }
 
 /*
@@ -120,20 +98,20 @@ xfa_status xfa_cuda_decode(xfa_context *ctx, const xfa_decode_args *a)
                         "decode kernels index tokens in 32 bits and sequences and heads in grid dimensions",
                         (long long)a->capacity, (long long)a->batch, (long long)a->heads_kv);
     const cuda_context *cu = ctx->impl;
-    xfa_status st = use_device(ctx);
+    xfa_status st = xfa_cuda_use_device(ctx);
     if (st) return st;
 
     xfa_cuda_decode_problem p;
     memset(&p, 0, sizeof p);
-    p.q = view_ptr(&a->q);
-    p.o = view_ptr(&a->o);
-    p.lse = a->has_lse ? view_ptr(&a->lse) : NULL;
-    p.k_cache = view_ptr(&a->k_cache);
-    p.v_cache = view_ptr(&a->v_cache);
-    p.seqlens = view_ptr(&a->seqlens);
-    p.block_table = a->paged ? view_ptr(&a->block_table) : NULL;
-    p.alibi = a->has_alibi ? view_ptr(&a->alibi) : NULL;
-    p.dtype = cuda_dtype(a->dtype);
+    p.q = xfa_cuda_view_ptr(&a->q);
+    p.o = xfa_cuda_view_ptr(&a->o);
+    p.lse = a->has_lse ? xfa_cuda_view_ptr(&a->lse) : NULL;
+    p.k_cache = xfa_cuda_view_ptr(&a->k_cache);
+    p.v_cache = xfa_cuda_view_ptr(&a->v_cache);
+    p.seqlens = xfa_cuda_view_ptr(&a->seqlens);
+    p.block_table = a->paged ? xfa_cuda_view_ptr(&a->block_table) : NULL;
+    p.alibi = a->has_alibi ? xfa_cuda_view_ptr(&a->alibi) : NULL;
+    p.dtype = xfa_cuda_dtype_of(a->dtype);
     p.batch = (int32_t)a->batch;
     p.seqlen_q = (int32_t)a->seqlen_q;
     p.heads_q = (int32_t)a->heads_q;
@@ -166,11 +144,11 @@ xfa_status xfa_cuda_decode(xfa_context *ctx, const xfa_decode_args *a)
         p.alibi_stride[0] = a->alibi.shape[0] == 1 ? 0 : a->alibi.stride[0];
         p.alibi_stride[1] = a->alibi.stride[2];
     }
-    p.vector_kv = vector_view(&a->k_cache) && vector_view(&a->v_cache);
+    p.vector_kv = xfa_cuda_view_16byte_rows(&a->k_cache) && xfa_cuda_view_16byte_rows(&a->v_cache);
 
     if (a->append) {
-        p.k_new = view_ptr(&a->k_new);
-        p.v_new = view_ptr(&a->v_new);
+        p.k_new = xfa_cuda_view_ptr(&a->k_new);
+        p.v_new = xfa_cuda_view_ptr(&a->v_new);
         copy_strides(&a->k_new, p.k_new_stride, 4);
         copy_strides(&a->v_new, p.v_new_stride, 4);
         if ((st = launched(ctx, xfa_cuda_decode_append(&p, cu->stream), "the KV append"))) return st;
@@ -231,7 +209,7 @@ xfa_status xfa_cuda_merge_partials(xfa_context *ctx, const xfa_merge_args *a)
         return xfa_fail(ctx, XFA_ERROR_INVALID_ARGUMENT, "%lld rows of %lld: the CUDA merge indexes rows in 32 bits",
                         (long long)rows, (long long)D);
     const cuda_context *cu = ctx->impl;
-    xfa_status st = use_device(ctx);
+    xfa_status st = xfa_cuda_use_device(ctx);
     if (st) return st;
     /* A launch takes up to XFA_CUDA_MERGE_MAX_PARTS parts of one kind (f32 or the output's dtype).
      * With more launches, two running results (compact f32 rows and LSEs) are used in turn, one
@@ -253,8 +231,8 @@ xfa_status xfa_cuda_merge_partials(xfa_context *ctx, const xfa_merge_args *a)
         while (m.n < XFA_CUDA_MERGE_MAX_PARTS && first + m.n < a->n &&
                (a->o_parts[first + m.n].dtype == XFA_DTYPE_F32) == m.parts_f32) {
             const xfa_tensor *op = &a->o_parts[first + m.n], *lp = &a->lse_parts[first + m.n];
-            m.parts[m.n].o = view_ptr(op);
-            m.parts[m.n].lse = view_ptr(lp);
+            m.parts[m.n].o = xfa_cuda_view_ptr(op);
+            m.parts[m.n].lse = xfa_cuda_view_ptr(lp);
             copy_strides(op, m.parts[m.n].o_stride, 4);
             copy_strides(lp, m.parts[m.n].lse_stride, 3);
             m.n++;
@@ -266,9 +244,9 @@ xfa_status xfa_cuda_merge_partials(xfa_context *ctx, const xfa_merge_args *a)
         }
         first += m.n;
         if (first >= a->n) {
-            m.out = view_ptr(&a->o);
+            m.out = xfa_cuda_view_ptr(&a->o);
             copy_strides(&a->o, m.out_stride, 4);
-            m.out_lse = a->has_lse ? view_ptr(&a->lse) : NULL;
+            m.out_lse = a->has_lse ? xfa_cuda_view_ptr(&a->lse) : NULL;
             if (a->has_lse) copy_strides(&a->lse, m.out_lse_stride, 3);
         } else {
             char *next = run + (size_t)(launch % 2) * region;
@@ -278,7 +256,7 @@ xfa_status xfa_cuda_merge_partials(xfa_context *ctx, const xfa_merge_args *a)
             m.out_lse = (float *)(next + o_bytes);
             memcpy(m.out_lse_stride, compact_lse, sizeof compact_lse);
         }
-        m.dtype = cuda_dtype(a->o.dtype);
+        m.dtype = xfa_cuda_dtype_of(a->o.dtype);
         m.batch = (int32_t)B;
         m.seqlen = (int32_t)S;
         m.heads = (int32_t)H;

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "internal.h"
+#include "launch.h"
 #include "plan.h"
 
 typedef struct cuda_context {
@@ -49,6 +50,15 @@ void xfa_cuda_context_free(cuda_context *cu);
 /* cuda_backward.c: the backward slot, and the release of its scratch (stream-ordered). */
 xfa_status xfa_cuda_backward_enqueue(xfa_context *ctx, const xfa_backward_args *args);
 void xfa_cuda_backward_release(cuda_context *cu);
+
+/* cuda_backend.c, for every CUDA host file: make the context's device current on this thread; a
+ * view's device address; the kernels' dtype code; and whether a view's rows can be read as 16-byte
+ * vectors (aligned base, unit dim stride, the other strides whole vectors) as the tensor-core and
+ * decode kernels read them. */
+xfa_status xfa_cuda_use_device(xfa_context *ctx);
+void *xfa_cuda_view_ptr(const xfa_tensor *t);
+xfa_cuda_dtype xfa_cuda_dtype_of(xfa_dtype dtype);
+bool xfa_cuda_view_16byte_rows(const xfa_tensor *t);
 
 /* Failure from a CUDA call: out-of-memory gets its own status, the rest XFA_ERROR_BACKEND_FAILURE. */
 xfa_status xfa_cuda_fail(xfa_context *ctx, const char *what, cudaError_t err);
