@@ -23,6 +23,8 @@ static xfa_context *ctx;
 static xfa_device_info info;
 
 static const xfa_dtype half_types[2] = {XFA_DTYPE_F16, XFA_DTYPE_BF16};
+/* Every head dim the mma.sync kernel is built for (cuda/mma_d*.cu). */
+static const int64_t tensor_core_dims[6] = {32, 64, 96, 128, 192, 256};
 
 static void expect_pass(const xfa_test_case *tc)
 {
@@ -51,8 +53,7 @@ END_TEST
 /* Softcap, ALiBi, bias (f32 and the call's dtype, broadcast or not), causal or not, GQA. */
 START_TEST(test_score_extras_on_tensor_cores)
 {
-    static const int64_t dims[6] = {32, 64, 96, 128, 192, 256};
-    xfa_test_case tc = xfa_test_case_make(2, 150, 333, 4, 2, dims[_i % 6], half_types[_i / 6 % 2], _i / 12 % 2,
+    xfa_test_case tc = xfa_test_case_make(2, 150, 333, 4, 2, tensor_core_dims[_i % 6], half_types[_i / 6 % 2], _i / 12 % 2,
                                           12000 + (uint64_t)_i);
     switch (_i / 24) {
     case 0: tc.softcap = 5.0f; break;
@@ -67,8 +68,7 @@ END_TEST
 /* Everything at once: GQA, Sq != Sk, causal, window, softcap, ALiBi, bias, padded BHSD. */
 START_TEST(test_all_extras_on_tensor_cores)
 {
-    static const int64_t dims[6] = {32, 64, 96, 128, 192, 256};
-    xfa_test_case tc = xfa_test_case_make(2, 267, 190, 6, 2, dims[_i % 6], half_types[_i / 6 % 2], _i / 12 % 2,
+    xfa_test_case tc = xfa_test_case_make(2, 267, 190, 6, 2, tensor_core_dims[_i % 6], half_types[_i / 6 % 2], _i / 12 % 2,
                                           13000 + (uint64_t)_i);
     tc.window_left = 70;
     tc.window_right = tc.causal ? -1 : 20;

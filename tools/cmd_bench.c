@@ -103,18 +103,8 @@ static bench_point measure(xfa_context *ctx, const cli_options *o, int64_t seqle
         (p.status = cli_fill_random(v, o->dtype, kv_count, 3)))
         goto done;
 
-    xfa_tensor tq, tk, tv, to;
-    if (o->bhsd) {
-        tq = xfa_tensor_bhsd(q, 0, o->dtype, p.batch, seqlen, heads, o->dim);
-        tk = xfa_tensor_bhsd(k, 0, o->dtype, p.batch, seqlen, heads_kv, o->dim);
-        tv = xfa_tensor_bhsd(v, 0, o->dtype, p.batch, seqlen, heads_kv, o->dim);
-        to = xfa_tensor_bhsd(out, 0, o->dtype, p.batch, seqlen, heads, o->dim);
-    } else {
-        tq = xfa_tensor_bshd(q, 0, o->dtype, p.batch, seqlen, heads, o->dim);
-        tk = xfa_tensor_bshd(k, 0, o->dtype, p.batch, seqlen, heads_kv, o->dim);
-        tv = xfa_tensor_bshd(v, 0, o->dtype, p.batch, seqlen, heads_kv, o->dim);
-        to = xfa_tensor_bshd(out, 0, o->dtype, p.batch, seqlen, heads, o->dim);
-    }
+    xfa_tensor tq = bench_view(o, q, p.batch, seqlen, heads), tk = bench_view(o, k, p.batch, seqlen, heads_kv);
+    xfa_tensor tv = bench_view(o, v, p.batch, seqlen, heads_kv), to = bench_view(o, out, p.batch, seqlen, heads);
     xfa_attention_params params = XFA_ATTENTION_PARAMS_DEFAULT;
     params.causal = o->causal;
     params.window_left = o->window_left;
