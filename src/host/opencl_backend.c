@@ -37,6 +37,7 @@ xfa_status xfa_opencl_context_init(xfa_context *ctx, opencl_context *cl)
     if (st) return xfa_fail(ctx, st, "%s", msg);
     cl->limits = xfa_opencl_limits(&ctx->info);
     cl->nvidia = xfa_opencl_is_nvidia(cl->platform);
+    cl->wide_decode_rows = xfa_opencl_wide_decode_rows(cl);
     return XFA_SUCCESS;
 }
 

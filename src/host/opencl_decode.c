@@ -31,7 +31,7 @@ static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 /* More work-items per row pay where a work-group's idle lanes are idle hardware (GPUs); on a CPU
  * device (PoCL) they only repeat each row's exponentials (2x slower there), so they stay at the
  * layout's 8. XFA_OPENCL_DECODE_WIDE=1 forces them (the tests' way to run the GPU shape on PoCL). */
-static bool wide_decode_rows(const opencl_context *cl)
+bool xfa_opencl_wide_decode_rows(const opencl_context *cl)
 {
     const char *forced = getenv("XFA_OPENCL_DECODE_WIDE");
     if (forced && *forced) return strcmp(forced, "0") != 0;
@@ -59,7 +59,7 @@ static xfa_status decode_kernel(xfa_context *ctx, int64_t D, xfa_dtype dtype, in
     *Br = plan.Br < DECODE_MAX_ROWS ? plan.Br : DECODE_MAX_ROWS;
     if (rows >= 1 && rows < (int64_t)*Br) *Br = (uint32_t)rows;
     uint32_t T = L->threads_per_row;
-    if (wide_decode_rows(cl))
+    if (cl->wide_decode_rows)
         while (T < 32 && *Br * T * 2 <= DECODE_THREADS && *Br * T * 2 <= cl->limits.max_workgroup_size) T *= 2;
     *threads = T;
     char options[256];

@@ -41,6 +41,7 @@ typedef struct opencl_context {
     bool own_context, own_queue;  /* created by xfa (else retained from the caller) */
     const opencl_path *path;      /* the device's path for f16/bf16 (f32 always runs portable) */
     bool nvidia;                  /* NVIDIA's platform: inline PTX compiles; elsewhere mma.sync is emulated */
+    bool wide_decode_rows;        /* decode work-groups get 16-32 work-items per row (opencl_decode.c) */
     xfa_plan_limits limits;       /* what plans are sized with (M possibly capped by XFA_OPENCL_LOCAL_MEM_LIMIT) */
     opencl_program *programs;
     size_t program_count, program_cap;
@@ -65,6 +66,9 @@ extern const opencl_path xfa_opencl_path_mma;
 extern const opencl_path xfa_opencl_path_mma_wide;
 /* Whether a path is the tensor-core kernel (either shape). */
 bool xfa_opencl_path_is_mma(const opencl_path *path);
+
+/* opencl_decode.c: whether decode work-groups widen their rows on this device (decided once per context). */
+bool xfa_opencl_wide_decode_rows(const opencl_context *cl);
 
 /* The path a dtype runs on this context: mma.sync takes f16/bf16 only. */
 const opencl_path *xfa_opencl_path_for(const opencl_context *cl, xfa_dtype dtype);
